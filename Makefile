@@ -1,0 +1,61 @@
+# eos — every target a fresh clone needs. `make demo` and `make test` run `setup` themselves.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+EOS_CACHE ?= $(CURDIR)/.cache
+KAFKA_PORT ?= 9092
+export EOS_CACHE KAFKA_PORT
+MVN := mvn -q -B -s docker/maven/settings.xml
+PYTEST_ARGS ?=
+
+PY_STAMP := $(VENV)/.installed
+BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
+SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched
+
+.PHONY: setup broker-up broker-down unit-test integration-test test lint demo clean
+
+setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
+
+$(PY_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
+$(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
+	rm -rf $(EOS_CACHE)/kafka/libs
+	$(MVN) -f docker/maven/broker-pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs
+	touch $@
+
+# Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
+$(SPARK_STAMP): docker/maven/spark-pom.xml docker/maven/settings.xml
+	rm -rf $(EOS_CACHE)/spark-jars
+	$(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/spark-jars
+	touch $@
+
+broker-up: setup
+	$(BIN)/python -m eos._localbroker up
+
+broker-down:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m eos._localbroker down; else echo "no venv: nothing was started"; fi
+
+unit-test: setup
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+integration-test: setup
+	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+test: unit-test integration-test
+
+lint: setup
+	$(BIN)/ruff check eos tests examples
+	$(BIN)/ruff format --check eos tests examples
+
+demo: setup
+	$(BIN)/python examples/demo.py
+
+clean:
+	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports

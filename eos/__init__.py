@@ -1,0 +1,52 @@
+"""eos: exactly-once Kafka output for Spark Structured Streaming.
+
+    df.writeStream.foreachBatch(eos.sink(config)).start()
+"""
+
+from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
+from eos.errors import (
+    BatchSchemaError,
+    BrokerUnreachableError,
+    ConfigError,
+    EosError,
+    FatalError,
+    FencedError,
+    KafkaClientError,
+    ProcessError,
+    ProduceError,
+    RecordError,
+    RetriableError,
+    TopicNotFoundError,
+    TransactionAbortableError,
+)
+from eos.records import Output
+from eos.session import read_stream, spark_session, starting_offsets
+from eos.sink import BatchSummary, Sink, sink
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AT_LEAST_ONCE",
+    "EXACTLY_ONCE",
+    "BatchSchemaError",
+    "BatchSummary",
+    "BrokerUnreachableError",
+    "Config",
+    "ConfigError",
+    "EosError",
+    "FatalError",
+    "FencedError",
+    "KafkaClientError",
+    "Output",
+    "ProcessError",
+    "ProduceError",
+    "RecordError",
+    "RetriableError",
+    "Sink",
+    "TopicNotFoundError",
+    "TransactionAbortableError",
+    "read_stream",
+    "sink",
+    "spark_session",
+    "starting_offsets",
+]

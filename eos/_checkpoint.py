@@ -1,0 +1,78 @@
+"""Where the commit happens: one `Checkpoint` per transaction of one input topic-partition.
+
+`Checkpoint.commit()`, exactly_once:
+    1. Flush the producer and check every delivery report. A failed output raises, naming its input
+       record; the caller aborts the transaction.
+    2. Send the input offset (last processed + 1) to the transaction, with the group metadata of
+       `app_id`, so the offset commits atomically with the outputs.
+    3. Commit the transaction: outputs and offset become visible to read_committed readers together.
+
+`Checkpoint.commit()`, at_least_once (idempotent producer, no transaction):
+    1. Flush the producer and check every delivery report.
+    2. (nothing: there is no transaction to carry the offset)
+    3. Commit the input offset to the group synchronously. A crash between 1 and 3 re-sends the outputs.
+
+The crash points between the steps (`eos._crash`) are the faults F2, F3 and F4.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import TopicPartition
+
+from eos import _crash, _offsets
+from eos._producer import OutputProducer
+from eos.config import Config
+
+
+class Checkpoint:
+    def __init__(self, config: Config, producer: OutputProducer, topic: str, partition: int, log) -> None:
+        self.config = config
+        self.producer = producer
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.started = time.monotonic()
+        self.last_offset: int | None = None
+        self.records = 0
+        if config.exactly_once:
+            producer.begin_transaction(log)
+
+    def mark(self, offset: int) -> None:
+        """The input record at `offset` has been processed and its outputs produced."""
+        self.last_offset = offset
+        self.records += 1
+
+    def due(self) -> bool:
+        return (
+            self.records >= self.config.commit_every
+            or (time.monotonic() - self.started) * 1000 >= self.config.commit_interval_ms
+        )
+
+    def commit(self) -> float:
+        """Run the steps in the module docstring; returns the seconds they took."""
+        t0 = time.monotonic()
+        next_offset = self.last_offset + 1
+        # 1. Flush and check every delivery report.
+        self.producer.flush_and_check(self.topic, self.partition)
+        _crash.point("after_produce")
+        if self.config.exactly_once:
+            # 2. The input offset joins the transaction.
+            self.producer.send_offsets(
+                [TopicPartition(self.topic, self.partition, next_offset)],
+                _offsets.group_metadata(self.config),
+                self.log,
+            )
+            _crash.point("after_send_offsets")
+            # 3. Outputs and offset become visible together.
+            self.producer.commit_transaction(self.log)
+        else:
+            # 3. at_least_once: the offset is committed after the outputs are acknowledged.
+            _offsets.commit(self.config, self.topic, self.partition, next_offset, self.log)
+        _crash.point("after_commit")
+        return time.monotonic() - t0
+
+    def abort(self) -> None:
+        if self.config.exactly_once and self.producer.in_transaction:
+            self.producer.abort_transaction(self.log)

@@ -1,0 +1,114 @@
+"""Settings for every Kafka client eos creates, built in one place from `Config`.
+
+`Config.kafka` (security settings and the like) reaches the producer, the consumers, the admin client
+and the Spark Kafka source alike. Client instances are cached per Python process: executors' Python
+workers are reused across tasks, and a new client per batch would cost a connection set-up each time.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from eos.config import Config
+
+# librdkafka spells some security settings differently from the Java client that Spark's source uses.
+_JAVA_NAMES = {
+    "ssl.ca.location": None,  # Java needs a truststore: set kafka.ssl.truststore.* in spark options instead
+    "ssl.certificate.location": None,
+    "ssl.key.location": None,
+    "sasl.username": None,
+    "sasl.password": None,
+}
+
+
+def _base(config: Config) -> dict[str, Any]:
+    return {"bootstrap.servers": config.bootstrap_servers, **config.kafka}
+
+
+def producer_settings(config: Config, transactional_id: str | None) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        **_base(config),
+        "client.id": f"eos-{config.app_id}",
+        # Java's partitioner, so keys land where Spark's own Kafka sink would put them.
+        "partitioner": "murmur2_random",
+        "linger.ms": 5,
+        **config.producer,
+        "enable.idempotence": True,
+    }
+    if transactional_id is not None:
+        settings["transactional.id"] = transactional_id
+        settings["transaction.timeout.ms"] = config.transaction_timeout_ms
+        timeout = int(settings.get("message.timeout.ms", config.transaction_timeout_ms))
+        settings["message.timeout.ms"] = min(timeout, config.transaction_timeout_ms)
+    return settings
+
+
+def consumer_settings(config: Config, **extra: Any) -> dict[str, Any]:
+    return {
+        **_base(config),
+        "client.id": f"eos-{config.app_id}",
+        **config.consumer,
+        "group.id": config.app_id,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        **extra,
+    }
+
+
+def admin_settings(config: Config) -> dict[str, Any]:
+    return {**_base(config), "client.id": f"eos-{config.app_id}-admin", **config.admin}
+
+
+def spark_source_options(config: Config) -> dict[str, str]:
+    """`kafka.*` options for Spark's Kafka source, carrying the same shared settings."""
+    options = {"kafka.bootstrap.servers": config.bootstrap_servers}
+    username = config.kafka.get("sasl.username")
+    password = config.kafka.get("sasl.password")
+    mechanism = str(config.kafka.get("sasl.mechanism", config.kafka.get("sasl.mechanisms", "PLAIN"))).upper()
+    for key, value in config.kafka.items():
+        if key in _JAVA_NAMES:
+            continue
+        if key == "sasl.mechanisms":
+            key = "sasl.mechanism"
+        options[f"kafka.{key}"] = str(value)
+    if username is not None and "sasl.jaas.config" not in config.kafka:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        options["kafka.sasl.jaas.config"] = f'{module} required username="{username}" password="{password}";'
+    return options
+
+
+_lock = threading.Lock()
+_admins: dict[tuple, AdminClient] = {}
+_consumers: dict[tuple, Consumer] = {}
+
+
+def _key(settings: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in settings.items()))
+
+
+def admin(config: Config) -> AdminClient:
+    settings = admin_settings(config)
+    with _lock:
+        key = _key(settings)
+        if key not in _admins:
+            _admins[key] = AdminClient(settings)
+        return _admins[key]
+
+
+def group_consumer(config: Config) -> Consumer:
+    """A consumer of the group `app_id` that never subscribes: used to read and commit its offsets
+    and for its group metadata. It does not join the group, so the group has no members."""
+    settings = consumer_settings(config)
+    with _lock:
+        key = _key(settings)
+        if key not in _consumers:
+            _consumers[key] = Consumer(settings)
+        return _consumers[key]

@@ -1,0 +1,269 @@
+"""A single-node KRaft Kafka broker run from the official jars, for machines without Docker.
+
+`make broker-up` / `make broker-down` and the integration-test fixture all go through `LocalBroker`,
+so there is one way to start and stop it. `up` is idempotent (a live pid file means "already up");
+`down` stops exactly the process recorded in the pid file.
+
+    python -m eos._localbroker up|down|status [--home DIR] [--port N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import attrs
+
+from eos._cache import cache_dir, kafka_libs
+
+_SERVER_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={data_dir}
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+min.insync.replicas=1
+group.initial.rebalance.delay.ms=0
+transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
+"""
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log_dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+"""
+
+
+class BrokerError(RuntimeError):
+    """The local broker could not be started or stopped."""
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) is not alive for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@attrs.define
+class LocalBroker:
+    home: Path
+    port: int = 9092
+    controller_port: int = attrs.field()
+
+    @controller_port.default
+    def _controller_default(self) -> int:
+        return self.port + 1
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "broker.pid"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def _write_config(self) -> Path:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        props = self.home / "server.properties"
+        props.write_text(
+            _SERVER_PROPERTIES.format(
+                port=self.port, controller_port=self.controller_port, data_dir=self.home / "data"
+            )
+        )
+        (self.home / "log4j2.properties").write_text(_LOG4J2.format(log_dir=self.log_dir))
+        return props
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        libs = kafka_libs()
+        if not any(libs.glob("kafka_2.13-*.jar")):
+            raise BrokerError(f"no Kafka jars in {libs}: run `make setup` first")
+        return [
+            os.environ.get("JAVA", "java"),
+            "-Xms256m",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.log_dir}",
+            "-cp",
+            f"{libs}/*",
+            main,
+            *args,
+        ]
+
+    def _format(self, props: Path) -> None:
+        if (self.home / "data" / "meta.properties").exists():
+            return
+        cluster_id = uuid.uuid4().hex[:22]
+        out = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            raise BrokerError(f"formatting storage failed:\n{out.stdout}\n{out.stderr}")
+
+    def up(self, timeout: float = 90.0) -> None:
+        """Start the broker unless it already runs, then wait until it serves metadata."""
+        if self.pid() is None:
+            if _port_open(self.port):
+                raise BrokerError(f"port {self.port} is taken by a process this broker did not start")
+            props = self._write_config()
+            self._format(props)
+            with open(self.log_dir / "broker.out", "ab") as out:
+                proc = subprocess.Popen(
+                    self._java("kafka.Kafka", str(props)),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            self.pid_file.write_text(str(proc.pid))
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        while time.monotonic() < deadline:
+            if self.pid() is None:
+                raise BrokerError(f"broker exited during start-up; see {self.log_dir}/server.log\n{self._tail()}")
+            if _port_open(self.port):
+                try:
+                    md = admin.list_topics(timeout=2)
+                    if md.brokers:
+                        return
+                except Exception:  # noqa: BLE001 - not ready yet; the deadline bounds this loop
+                    pass
+            time.sleep(0.3)
+        raise BrokerError(f"broker did not answer on {self.bootstrap_servers} within {timeout:.0f}s\n{self._tail()}")
+
+    def _tail(self, lines: int = 30) -> str:
+        log = self.log_dir / "server.log"
+        if not log.exists():
+            return ""
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+    def down(self, timeout: float = 60.0) -> bool:
+        """Stop the recorded broker process (SIGTERM, then SIGKILL). Returns whether one was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        # The port must be free before a restart can bind it again.
+        while _port_open(self.port) and time.monotonic() < deadline + 10:
+            time.sleep(0.2)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the broker: a crash, not a shutdown."""
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+
+
+def default_broker() -> LocalBroker:
+    port = int(os.environ.get("KAFKA_PORT", "9092"))
+    return LocalBroker(home=cache_dir() / "broker", port=port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eos._localbroker")
+    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("--home", type=Path)
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args(argv)
+    broker = default_broker()
+    if args.home:
+        broker.home = args.home
+    if args.port:
+        broker = LocalBroker(home=broker.home, port=args.port)
+    try:
+        if args.action == "up":
+            was_up = broker.pid() is not None
+            broker.up()
+            state = "already up" if was_up else "started"
+            print(f"kafka broker {state} on {broker.bootstrap_servers} (pid {broker.pid()}, logs {broker.log_dir})")
+        elif args.action == "down":
+            stopped = broker.down()
+            print("kafka broker stopped" if stopped else "kafka broker was not running")
+        else:
+            pid = broker.pid()
+            print(f"up on {broker.bootstrap_servers} (pid {pid})" if pid else "down")
+            return 0 if pid else 1
+    except BrokerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

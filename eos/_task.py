@@ -1,0 +1,255 @@
+"""Executor side: write the rows of one input topic-partition of one micro-batch (SPEC steps 2-7).
+
+`run_partition` is Spark's `mapPartitions` function. Its rows arrive sorted by (topic, partition,
+offset), so each input topic-partition is one contiguous run, handled by one `PartitionTask`:
+
+    2. transactional.id = Config.transactional_id(topic, partition): the same for every attempt.
+    3. init_transactions() fences older incarnations and ends their open transaction
+       (a producer kept from an earlier task in this worker is already initialised).
+    4. Read the group's committed offset (require-stable) and skip rows below it.
+    5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records
+       or `commit_interval_ms`, whichever comes first.
+    7. Abortable errors: abort, redo the open transaction's rows (at most `max_redo` times).
+       Record errors (bad output, `process` raising): abort and raise, naming the record.
+       Fatal errors: close the producer and raise; this attempt is a zombie. One exception: a producer
+       kept from an earlier task that turns out fenced before this task committed anything was only
+       displaced by another worker; it is replaced by a fresh one once.
+
+Rows are streamed; only the open transaction's rows are kept (for a redo), at most `commit_every`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from eos import _crash, _offsets
+from eos import _producer as producers
+from eos._checkpoint import Checkpoint
+from eos._log import get_logger
+from eos.config import Config
+from eos.errors import FatalError, FencedError, ProcessError, RecordError, TransactionAbortableError
+from eos.records import Output, OutputTypeError, outputs_of
+
+
+@attrs.frozen
+class Layout:
+    """Column positions in the rows the driver hands over (see `sink._prepare`)."""
+
+    topic: int
+    partition: int
+    offset: int
+    value: int | None
+    key: int | None = None
+    headers: int | None = None
+    out_topic: int | None = None
+    out_partition: int | None = None
+
+
+@attrs.define
+class PartitionStats:
+    topic: str
+    partition: int
+    transactional_id: str | None
+    records_in: int = 0
+    skipped: int = 0
+    records_out: int = 0
+    transactions: int = 0
+    aborted: int = 0
+    redos: int = 0
+    producers_replaced: int = 0
+    commit_seconds_max: float = 0.0
+    commit_seconds_total: float = 0.0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    committed_before: int | None = None
+
+
+Process = Callable[[Any, Any], Any]
+
+
+class PartitionTask:
+    def __init__(self, config: Config, topic: str, partition: int, batch_id: int, layout: Layout,
+                 process: Process | None) -> None:
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self.layout = layout
+        self.process = process
+        tid = config.transactional_id(topic, partition) if config.exactly_once else None
+        self.stats = PartitionStats(topic, partition, tid)
+        self.log = get_logger(
+            app_id=config.app_id, topic=topic, partition=partition, transactional_id=tid, batch_id=batch_id
+        )
+        self.producer: producers.OutputProducer | None = None
+        self.reused = False
+        self.committed: int | None = None
+        self.pending: list[Any] = []  # rows of the open transaction, kept for a redo
+        self.checkpoint: Checkpoint | None = None
+
+    # -- the protocol --------------------------------------------------------------------------------
+
+    def run(self, rows: Iterable[Any]) -> PartitionStats:
+        started = time.monotonic()
+        offset_at = self.layout.offset
+        try:
+            self._start_producer(reuse=True)  # 2, 3
+            self._read_committed()  # 4
+            _crash.point("before_produce")
+            for row in rows:
+                self.stats.records_in += 1
+                if self.committed is not None and row[offset_at] < self.committed:
+                    self.stats.skipped += 1
+                    continue
+                if self.stats.first_offset is None:
+                    self.stats.first_offset = row[offset_at]
+                self._guarded(lambda row=row: self._produce_new(row))  # 5
+                if self.checkpoint is not None and self.checkpoint.due():
+                    self._guarded(self._commit)
+            if self.checkpoint is not None:
+                self._guarded(self._commit)
+        except BaseException:
+            if self.producer is not None:
+                producers.discard(self.producer)
+                self.producer = None
+            raise
+        producers.release(self.producer)
+        self.producer = None
+        self.log.info(
+            "partition written",
+            records_in=self.stats.records_in,
+            records_out=self.stats.records_out,
+            skipped=self.stats.skipped,
+            transactions=self.stats.transactions,
+            aborted=self.stats.aborted,
+            redos=self.stats.redos,
+            commit_ms_max=round(self.stats.commit_seconds_max * 1000, 1),
+            seconds=round(time.monotonic() - started, 3),
+        )
+        return self.stats
+
+    def _start_producer(self, reuse: bool) -> None:
+        if reuse:
+            self.producer, self.reused = producers.acquire(self.config, self.stats.transactional_id)
+        else:
+            self.producer, self.reused = producers.OutputProducer(self.config, self.stats.transactional_id), False
+        if self.config.exactly_once and not self.producer.initialized:
+            self.producer.init_transactions(self.log)
+
+    def _read_committed(self) -> None:
+        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)
+        self.committed = offsets.get((self.topic, self.partition))
+        self.stats.committed_before = self.committed
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        """Run one step of the open transaction, applying the error rules of step 7."""
+        for attempt in itertools.count():
+            try:
+                if attempt:
+                    self._replay()
+                elif self.checkpoint is None:
+                    self.checkpoint = Checkpoint(self.config, self.producer, self.topic, self.partition, self.log)
+                action()
+                return
+            except TransactionAbortableError as exc:
+                self._abort(exc)
+                if attempt >= self.config.max_redo:
+                    raise
+                self.stats.redos += 1
+                self.log.warning("redoing transaction", attempt=attempt + 1, rows=len(self.pending))
+            except RecordError as exc:
+                self._abort(exc)
+                raise
+            except FencedError as exc:
+                if not (self.reused and self.stats.transactions == 0):
+                    self.log.error("fenced: this attempt is a zombie", error=str(exc))
+                    raise
+                # A kept producer displaced by another worker: take the partition back once.
+                self.log.info("kept producer was fenced by a newer incarnation; starting a fresh one")
+                producers.discard(self.producer)
+                self.stats.producers_replaced += 1
+                self._start_producer(reuse=False)
+                self._read_committed()
+                if self.committed is not None:
+                    self.stats.skipped += sum(1 for r in self.pending if r[self.layout.offset] < self.committed)
+                    self.pending = [r for r in self.pending if r[self.layout.offset] >= self.committed]
+                self.checkpoint = None
+            except FatalError as exc:
+                self.log.error("fatal producer error", error=str(exc))
+                raise
+
+    def _replay(self) -> None:
+        """Begin a new transaction and produce the open transaction's rows again."""
+        self.checkpoint = Checkpoint(self.config, self.producer, self.topic, self.partition, self.log)
+        for row in self.pending:
+            self._produce_row(row)
+
+    def _abort(self, exc: BaseException) -> None:
+        self.stats.aborted += 1
+        self.log.warning("aborting transaction", error=str(exc), rows=len(self.pending))
+        if self.checkpoint is not None:
+            self.checkpoint.abort()
+        self.checkpoint = None
+
+    def _produce_new(self, row: Any) -> None:
+        # Re-checked here: after a fenced producer was replaced, the committed offset may have moved.
+        if self.committed is not None and row[self.layout.offset] < self.committed:
+            self.stats.skipped += 1
+            return
+        self._produce_row(row)
+        self.pending.append(row)
+
+    def _produce_row(self, row: Any) -> None:
+        layout = self.layout
+        offset = row[layout.offset]
+        if self.process is None:
+            outs: Iterable[Output] = (
+                Output(
+                    row[layout.value],
+                    row[layout.key] if layout.key is not None else None,
+                    row[layout.headers] if layout.headers is not None else None,
+                    row[layout.out_topic] if layout.out_topic is not None else None,
+                    row[layout.out_partition] if layout.out_partition is not None else None,
+                ),
+            )
+        else:
+            try:
+                outs = list(outputs_of(self.process(row, None)))
+            except OutputTypeError as exc:
+                raise ProcessError(str(exc), topic=self.topic, partition=self.partition, offset=offset) from exc
+            except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
+                raise ProcessError(
+                    f"process raised {type(exc).__name__}: {exc}",
+                    topic=self.topic, partition=self.partition, offset=offset,
+                ) from exc
+        for out in outs:
+            self.producer.produce(out, out.topic or self.config.output_topic, self.topic, self.partition, offset)
+            self.stats.records_out += 1
+        self.checkpoint.mark(offset)
+
+    def _commit(self) -> None:
+        if self.checkpoint.records == 0:  # everything pending was committed by the incarnation we fenced
+            self.checkpoint.abort()
+            self.checkpoint = None
+            return
+        seconds = self.checkpoint.commit()
+        self.stats.transactions += 1
+        self.stats.commit_seconds_total += seconds
+        self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
+        self.stats.last_offset = self.checkpoint.last_offset
+        self.committed = self.checkpoint.last_offset + 1
+        self.pending = []
+        self.checkpoint = None
+
+
+def run_partition(config: Config, batch_id: int, layout: Layout, process: Process | None,
+                  rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    """`mapPartitions` function: one PartitionTask per contiguous (topic, partition) run."""
+    key = (lambda r: (r[layout.topic], r[layout.partition]))
+    for (topic, partition), tp_rows in itertools.groupby(rows, key=key):
+        task = PartitionTask(config, topic, partition, batch_id, layout, process)
+        yield attrs.asdict(task.run(tp_rows))

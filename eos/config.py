@@ -1,0 +1,216 @@
+"""`Config`: every eos setting in one frozen, validated object.
+
+Built three ways with the same validation: keyword arguments, `Config.from_env()` (`EOS_*`), and
+`Config.from_properties()` (Kafka-style dotted keys). Secrets are hidden from its repr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from eos.errors import ConfigError
+
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE = "exactly_once"
+_GUARANTEE_ALIASES = {
+    AT_LEAST_ONCE: AT_LEAST_ONCE,
+    EXACTLY_ONCE: EXACTLY_ONCE,
+    "exactly_once_v2": EXACTLY_ONCE,  # Kafka Streams' name for the same protocol
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_SECRET = re.compile(r"password|secret|jaas|token|credential|key\.pem|private", re.IGNORECASE)
+
+# Settings eos owns: letting a passthrough override them would silently break the protocol.
+_RESERVED = {
+    "producer": {"transactional.id", "enable.idempotence", "transaction.timeout.ms", "bootstrap.servers"},
+    "consumer": {"group.id", "isolation.level", "enable.auto.commit", "bootstrap.servers"},
+    "admin": {"bootstrap.servers"},
+    "kafka": {"bootstrap.servers", "group.id", "transactional.id", "isolation.level"},
+}
+
+REDACTED = "***"
+
+
+def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of client settings that is safe to log: secret values replaced by ***."""
+    return {k: (REDACTED if _SECRET.search(k) else v) for k, v in settings.items()}
+
+
+def _repr_settings(settings: Mapping[str, Any]) -> str:
+    return repr(redact(settings))
+
+
+def _frozen_settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value or {}))
+
+
+def _guarantee(value: str) -> str:
+    try:
+        return _GUARANTEE_ALIASES[str(value).strip().lower()]
+    except KeyError:
+        raise ConfigError(
+            "processing_guarantee", f"{value!r} is not one of {AT_LEAST_ONCE!r}, {EXACTLY_ONCE!r}"
+        ) from None
+
+
+def _positive(instance: Config, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(attribute.name, f"must be a positive integer, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Settings for one eos application (one consumer group, one transactional.id prefix)."""
+
+    bootstrap_servers: str
+    #: Consumer group for the input offsets, prefix of every transactional.id and changelog topic.
+    app_id: str
+    #: Output topic; or name a column with `output_topic_column`.
+    output_topic: str | None = None
+    processing_guarantee: str = attrs.field(default=AT_LEAST_ONCE, converter=_guarantee)
+    #: Column holding each output record's topic (instead of `output_topic`).
+    output_topic_column: str | None = None
+    #: Column holding each output record's partition (else the producer's murmur2 partitioner decides).
+    output_partition_column: str | None = None
+    #: Commit a partition's transaction after this many input records...
+    commit_every: int = attrs.field(default=10_000, validator=_positive)
+    #: ...or once it has been open this long, whichever comes first.
+    commit_interval_ms: int = attrs.field(default=30_000, validator=_positive)
+    transaction_timeout_ms: int = attrs.field(default=60_000, validator=_positive)
+    #: Deadline for retrying retriable errors and for reaching the broker.
+    operation_timeout_ms: int = attrs.field(default=30_000, validator=_positive)
+    #: How often a partition's batch is redone after an abortable error before giving up.
+    max_redo: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    #: Where input partitions without a committed offset start: "earliest" or "latest".
+    starting_offsets: str = "earliest"
+    #: Client settings for every Kafka client eos creates (security settings go here).
+    kafka: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    producer: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    consumer: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    admin: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+
+    def __attrs_post_init__(self) -> None:
+        servers = [s.strip() for s in str(self.bootstrap_servers or "").split(",") if s.strip()]
+        if not servers:
+            raise ConfigError("bootstrap_servers", "must name at least one host:port")
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError("bootstrap_servers", f"{server!r} is not host:port")
+        if not self.app_id or not _NAME.match(self.app_id) or len(self.app_id) > 200:
+            raise ConfigError(
+                "app_id", f"{self.app_id!r} must be 1-200 characters of letters, digits, '.', '_' or '-'"
+            )
+        if self.output_topic is None and self.output_topic_column is None:
+            raise ConfigError("output_topic", "set output_topic or output_topic_column")
+        if self.output_topic is not None and (not _NAME.match(self.output_topic) or len(self.output_topic) > 249):
+            raise ConfigError("output_topic", f"{self.output_topic!r} is not a legal Kafka topic name")
+        for name in ("output_topic_column", "output_partition_column"):
+            value = getattr(self, name)
+            if value in ("topic", "partition", "offset"):
+                raise ConfigError(name, f"{value!r} is an input coordinate column; name another column")
+        if self.commit_interval_ms >= self.transaction_timeout_ms:
+            raise ConfigError(
+                "commit_interval_ms",
+                f"{self.commit_interval_ms} must be below transaction_timeout_ms ({self.transaction_timeout_ms})",
+            )
+        if self.starting_offsets not in ("earliest", "latest"):
+            raise ConfigError("starting_offsets", f"{self.starting_offsets!r} is not 'earliest' or 'latest'")
+        for group, reserved in _RESERVED.items():
+            for key in getattr(self, group):
+                if key in reserved:
+                    raise ConfigError(f"{group}.{key}", "is set by eos and cannot be overridden")
+
+    def __reduce__(self):
+        # Spark ships the config to executors by pickle; mapping proxies do not pickle, dicts do.
+        kwargs = {f.name: getattr(self, f.name) for f in attrs.fields(Config)}
+        for group in ("kafka", "producer", "consumer", "admin"):
+            kwargs[group] = dict(kwargs[group])
+        return (_rebuild, (kwargs,))
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == EXACTLY_ONCE
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        """A pure function of (app_id, topic, partition): every attempt at a partition fences the others.
+
+        ':' is legal in neither app_id nor topic names, so distinct inputs never collide.
+        """
+        return f"{self.app_id}:{topic}:{partition}"
+
+    # -- other constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any], **overrides: Any) -> Config:
+        """From Kafka-style dotted keys: `bootstrap.servers`, `processing.guarantee`, `app.id`
+        (or `application.id`), ...; `producer.*`, `consumer.*`, `admin.*` go to that client and any
+        other dotted key to every client (`security.protocol`, `sasl.mechanism`, ...)."""
+        kwargs: dict[str, Any] = {}
+        groups: dict[str, dict[str, Any]] = {"kafka": {}, "producer": {}, "consumer": {}, "admin": {}}
+        for key, value in properties.items():
+            field = _DOTTED.get(key)
+            if field is not None:
+                kwargs[field] = _coerce(field, value, key)
+                continue
+            prefix, _, rest = key.partition(".")
+            if prefix in ("producer", "consumer", "admin") and rest:
+                groups[prefix][rest] = value
+            else:
+                groups["kafka"][key] = value
+        kwargs.update({g: v for g, v in groups.items() if v})
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **defaults: Any) -> Config:
+        """From `EOS_<FIELD>` variables (`EOS_PROCESSING_GUARANTEE`, `EOS_BOOTSTRAP_SERVERS`, ...).
+
+        Keyword arguments are defaults that the environment overrides, so a deployment switches
+        e.g. the guarantee with no code change. `EOS_KAFKA_SASL_PASSWORD` sets `sasl.password` for every
+        client; `EOS_PRODUCER_LINGER_MS` sets the producer's `linger.ms` (likewise CONSUMER, ADMIN).
+        """
+        env = os.environ if environ is None else environ
+        kwargs: dict[str, Any] = dict(defaults)
+        groups: dict[str, dict[str, Any]] = {
+            g: dict(kwargs.pop(g, {}) or {}) for g in ("kafka", "producer", "consumer", "admin")
+        }
+        for name in _SCALAR_FIELDS:
+            var = f"EOS_{name.upper()}"
+            if var in env:
+                kwargs[name] = _coerce(name, env[var], var)
+        for var, value in env.items():
+            for group in groups:
+                prefix = f"EOS_{group.upper()}_"
+                if var.startswith(prefix) and len(var) > len(prefix):
+                    groups[group][var[len(prefix) :].lower().replace("_", ".")] = value
+        kwargs.update({g: v for g, v in groups.items() if v})
+        return cls(**kwargs)
+
+
+_SCALAR_FIELDS = [
+    f.name for f in attrs.fields(Config) if f.name not in ("kafka", "producer", "consumer", "admin")
+]
+_INT_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("int", int)}
+_DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}
+_DOTTED["application.id"] = "app_id"
+
+
+def _rebuild(kwargs: dict[str, Any]) -> Config:
+    return Config(**kwargs)
+
+
+def _coerce(field: str, value: Any, source: str) -> Any:
+    if field in _INT_FIELDS and isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ConfigError(field, f"{source}={value!r} is not an integer") from None
+    return value

@@ -1,0 +1,165 @@
+"""Every error eos raises, and the one place where confluent-kafka's errors are classified.
+
+    EosError
+    ├── ConfigError             a setting is invalid; names the field (also a ValueError)
+    ├── BatchSchemaError        the batch lacks or mistypes a column; raised before any transaction
+    ├── BrokerUnreachableError  no broker answered within the deadline
+    ├── TopicNotFoundError      the output topic does not exist; raised before any transaction
+    ├── RecordError             one input record could not become output; names its topic/partition/offset.
+    │   │                       The open transaction was aborted: committed output and offsets are unchanged.
+    │   ├── ProcessError        the user's `process` function raised
+    │   └── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
+    └── KafkaClientError        a Kafka client call failed; the subclass is its class in librdkafka's model:
+        ├── RetriableError      the same call may succeed again (raised once its deadline has passed)
+        ├── TransactionAbortableError
+        │                       abort the transaction, mark the partition's state unclean, redo from the
+        │                       committed offset
+        └── FatalError          the producer is unusable: close it and raise
+            └── FencedError     a newer incarnation owns the transactional.id: this attempt is a zombie
+
+`classify` / `classify_delivery` are the only functions that look at a confluent-kafka error code.
+This module imports nothing from eos, so every other module can import it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from confluent_kafka import KafkaError, KafkaException
+
+
+class EosError(Exception):
+    """Base class of every error eos raises."""
+
+
+class ConfigError(EosError, ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"invalid config {field!r}: {message}")
+
+
+class BatchSchemaError(EosError, ValueError):
+    """The micro-batch cannot be written; nothing was produced or committed."""
+
+
+class BrokerUnreachableError(EosError):
+    """No Kafka broker answered within the configured deadline."""
+
+
+class TopicNotFoundError(EosError):
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(f"output topic {topic!r} does not exist (eos does not create output topics)")
+
+
+class RecordError(EosError):
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(f"{message} (input record {topic}/{partition}@{offset}; transaction aborted)")
+
+
+class ProcessError(RecordError):
+    """The user's `process` function raised on an input record."""
+
+
+class ProduceError(RecordError):
+    """The output of an input record was refused by the Kafka client or broker."""
+
+
+class KafkaClientError(EosError):
+    def __init__(self, message: str, *, kafka_error: KafkaError | None = None) -> None:
+        self.kafka_error = kafka_error
+        super().__init__(message)
+
+
+class RetriableError(KafkaClientError):
+    """A retriable error that outlasted its deadline."""
+
+
+class TransactionAbortableError(KafkaClientError):
+    """The current transaction must be aborted; the producer stays usable."""
+
+
+class FatalError(KafkaClientError):
+    """The producer (or client) cannot be used again."""
+
+
+class FencedError(FatalError):
+    """Another incarnation of the same transactional.id has taken over: this attempt is a zombie."""
+
+
+class Kind(enum.Enum):
+    RETRIABLE = "retriable"
+    ABORTABLE = "abortable"
+    FATAL = "fatal"
+
+
+_FENCED_CODES = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    }
+)
+
+# Delivery failures that a redo of the same record can not cure.
+_PERMANENT_DELIVERY_CODES = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.INVALID_REQUIRED_ACKS,
+    }
+)
+
+
+def kafka_error_of(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def classify(err: KafkaError | None) -> Kind:
+    """Retriable / abortable / fatal, as librdkafka's transactional API documents them.
+
+    Fenced and invalid-epoch errors are fatal even where librdkafka does not flag them so: they mean a
+    newer incarnation owns the transactional.id. Anything unknown is fatal.
+    """
+    if err is None or err.fatal() or err.code() in _FENCED_CODES:
+        return Kind.FATAL
+    if err.txn_requires_abort():
+        return Kind.ABORTABLE
+    if err.retriable():
+        return Kind.RETRIABLE
+    return Kind.FATAL
+
+
+def is_permanent_delivery_error(err: KafkaError) -> bool:
+    """A delivery failure that will fail again for the same record (so redoing is pointless)."""
+    return err.code() in _PERMANENT_DELIVERY_CODES
+
+
+def is_fenced(err: KafkaError | None) -> bool:
+    return err is not None and err.code() in _FENCED_CODES
+
+
+def as_eos_error(exc: BaseException, what: str) -> KafkaClientError:
+    """Wrap a confluent-kafka exception in the EosError subclass its classification names."""
+    err = kafka_error_of(exc)
+    detail = f"{what}: {err.str() if err is not None else exc}"
+    kind = classify(err)
+    if kind is Kind.RETRIABLE:
+        return RetriableError(f"{detail} (retriable, deadline exceeded)", kafka_error=err)
+    if kind is Kind.ABORTABLE:
+        return TransactionAbortableError(detail, kafka_error=err)
+    if is_fenced(err):
+        return FencedError(f"{detail} (fenced by a newer incarnation: this attempt is a zombie)", kafka_error=err)
+    return FatalError(detail, kafka_error=err)

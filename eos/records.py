@@ -1,0 +1,79 @@
+"""Output records: what `process` returns and what a batch row becomes, as Spark's Kafka sink reads them.
+
+A batch row's `value` (required), `key` and `headers` columns are the output, as in `.format("kafka")`;
+`topic`, `partition` and `offset` are the input coordinates. A `process` function may return `Output`
+objects, mappings with the same field names, or bare `bytes`/`str` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+Headers = list[tuple[str, bytes | None]]
+
+
+@attrs.define(slots=True)
+class Output:
+    value: bytes | str | None
+    key: bytes | str | None = None
+    headers: Headers | Mapping[str, bytes | str | None] | None = None
+    #: Overrides the configured output topic for this record.
+    topic: str | None = None
+    #: Overrides the producer's partitioner for this record.
+    partition: int | None = None
+
+
+class OutputTypeError(TypeError):
+    """A field of an output record has a type Kafka cannot carry. Converted to a RecordError by the task."""
+
+    def __init__(self, field: str, value: Any, message: str | None = None) -> None:
+        self.field = field
+        super().__init__(message or f"output field {field!r} must be bytes or str, not {type(value).__name__}")
+
+
+def to_bytes(field: str, value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise OutputTypeError(field, value)
+
+
+def to_headers(value: Any) -> Headers | None:
+    if not value:
+        return None
+    items = value.items() if isinstance(value, Mapping) else value
+    out: Headers = []
+    for item in items:
+        # Spark's Kafka headers are structs (key, value); a Row unpacks like a tuple.
+        k, v = item[0], item[1]
+        out.append((str(k), to_bytes("headers", v)))
+    return out
+
+
+def outputs_of(result: Any) -> Iterable[Output]:
+    """Normalise what `process` returned into Output records."""
+    if result is None:
+        return ()
+    if isinstance(result, Output | Mapping | bytes | str):
+        result = (result,)
+    return (_one(r) for r in result)
+
+
+def _one(item: Any) -> Output:
+    if isinstance(item, Output):
+        return item
+    if isinstance(item, Mapping):
+        unknown = set(item) - {"value", "key", "headers", "topic", "partition"}
+        if unknown:
+            field = sorted(unknown)[0]
+            raise OutputTypeError(field, item, f"output has unknown field {field!r}")
+        return Output(**item)
+    if isinstance(item, bytes | str):
+        return Output(item)
+    raise OutputTypeError("value", item, f"process returned a {type(item).__name__}, not an Output")

@@ -1,0 +1,201 @@
+"""Proof helpers: seed an input topic with unique sequence ids and check an output topic against it.
+
+The check is the one the SPEC asks for: a read_committed consumer reads the whole output topic and
+compares it with the input — nothing missing, nothing twice, order kept per input partition — after a
+marker written to every output partition has become visible (so no transaction is left hanging).
+Used by the tests, `make demo` and the fault harness; it is part of the package so that users can run
+the same check against their own pipelines.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+
+import attrs
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+MARKER_HEADER = "eos.marker"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None,
+                 timeout: float = 30) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])
+    try:
+        futures[name].result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # wait until every partition has a leader
+        md = admin.list_topics(name, timeout=5).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 for p in md.partitions.values()
+        ):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
+
+
+def seq_value(topic: str, partition: int, seq: int) -> bytes:
+    return f"{topic}|{partition}|{seq}".encode()
+
+
+def parse_value(value: bytes) -> tuple[str, int, int]:
+    topic, partition, seq = value.decode().rsplit("|", 2)
+    return topic, int(partition), int(seq)
+
+
+def produce_sequence(bootstrap: str, topic: str, partitions: int, per_partition: int,
+                     start: int = 0) -> dict[int, list[bytes]]:
+    """Write `per_partition` records with unique, increasing sequence ids to each partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    sent: dict[int, list[bytes]] = defaultdict(list)
+    for seq in range(start, start + per_partition):
+        for partition in range(partitions):
+            value = seq_value(topic, partition, seq)
+            while True:
+                try:
+                    producer.produce(topic, value, key=f"k{seq % 97}".encode(), partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            sent[partition].append(value)
+    if producer.flush(60):
+        raise RuntimeError("input records not delivered")
+    return dict(sent)
+
+
+@attrs.frozen
+class OutputRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+
+def write_markers(bootstrap: str, topic: str) -> str:
+    """Write a non-transactional marker to every partition of `topic`; returns the marker id.
+
+    A read_committed reader sees a marker only once every transaction before it has ended.
+    """
+    marker = uuid.uuid4().hex
+    producer = Producer({"bootstrap.servers": bootstrap})
+    md = producer.list_topics(topic, timeout=10).topics[topic]
+    for partition in md.partitions:
+        producer.produce(topic, b"", partition=partition, headers=[(MARKER_HEADER, marker.encode())])
+    if producer.flush(30):
+        raise RuntimeError("markers not delivered")
+    return marker
+
+
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", marker: str | None = None,
+               timeout: float = 60) -> tuple[list[OutputRecord], list[int]]:
+    """Read a whole topic. With `marker`, read until that marker is seen in every partition.
+
+    Returns the records (markers left out) and the partitions where the marker never became visible
+    within `timeout` (a hanging transaction), or where the end was not reached.
+    """
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"eos-verify-{uuid.uuid4().hex}",
+        "isolation.level": isolation,
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+    })
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(md.partitions)
+        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records: list[OutputRecord] = []
+        waiting = set(partitions)
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if marker is None and msg.offset() >= high[msg.partition()]:
+                        waiting.discard(msg.partition())
+                    continue
+                raise KafkaException(msg.error())
+            headers = tuple(msg.headers() or ())
+            if any(k == MARKER_HEADER for k, _ in headers):
+                if marker is not None and any(k == MARKER_HEADER and v == marker.encode() for k, v in headers):
+                    waiting.discard(msg.partition())
+                continue
+            records.append(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
+        return records, sorted(waiting)
+    finally:
+        consumer.close()
+
+
+@attrs.frozen
+class Comparison:
+    expected: int
+    received: int
+    missing: int
+    duplicated: int
+    out_of_order: int
+    unexpected: int
+    hanging_partitions: tuple[int, ...] = ()
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.missing or self.duplicated or self.out_of_order or self.unexpected
+                    or self.hanging_partitions)
+
+
+def compare(expected: Iterable[bytes], received: Iterable[OutputRecord],
+            hanging_partitions: Iterable[int] = ()) -> Comparison:
+    """Compare an output history with the input values it should carry exactly once.
+
+    Order: within each output partition, the records of one input partition must keep their input
+    sequence order (a partitioner may spread one input partition over several output partitions).
+    """
+    expected_counts = Counter(expected)
+    received_list = list(received)
+    received_counts = Counter(r.value for r in received_list)
+    missing = sum(max(0, n - received_counts[v]) for v, n in expected_counts.items())
+    duplicated = sum(max(0, n - expected_counts[v]) for v, n in received_counts.items() if v in expected_counts)
+    unexpected = sum(n for v, n in received_counts.items() if v not in expected_counts)
+    out_of_order = 0
+    last_seq: dict[tuple[int, str, int], int] = {}
+    for record in sorted(received_list, key=lambda r: (r.partition, r.offset)):
+        if record.value not in expected_counts:
+            continue
+        topic, in_partition, seq = parse_value(record.value)
+        key = (record.partition, topic, in_partition)
+        if key in last_seq and seq < last_seq[key]:
+            out_of_order += 1
+        last_seq[key] = max(seq, last_seq.get(key, seq))
+    return Comparison(
+        expected=sum(expected_counts.values()),
+        received=len(received_list),
+        missing=missing,
+        duplicated=duplicated,
+        out_of_order=out_of_order,
+        unexpected=unexpected,
+        hanging_partitions=tuple(hanging_partitions),
+    )
+
+
+def verify_exactly_once(bootstrap: str, output_topic: str, expected: Iterable[bytes],
+                        timeout: float = 90) -> Comparison:
+    """Write markers, read the output with read_committed until they are visible, and compare."""
+    marker = write_markers(bootstrap, output_topic)
+    records, hanging = read_topic(bootstrap, output_topic, marker=marker, timeout=timeout)
+    return compare(expected, records, hanging)
+
+
+def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
+    for values in sent.values():
+        yield from values
