@@ -104,6 +104,24 @@ _FENCED_CODES = frozenset(
     }
 )
 
+# Transient broker states. Errors built from admin and group responses often lack librdkafka's
+# retriable flag, so these codes are retriable whatever the flags say.
+_RETRIABLE_CODES = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
 # Delivery failures that a redo of the same record can not cure.
 _PERMANENT_DELIVERY_CODES = frozenset(
     {
@@ -137,7 +155,7 @@ def classify(err: KafkaError | None) -> Kind:
         return Kind.FATAL
     if err.txn_requires_abort():
         return Kind.ABORTABLE
-    if err.retriable():
+    if err.retriable() or err.code() in _RETRIABLE_CODES:
         return Kind.RETRIABLE
     return Kind.FATAL
 

@@ -1,0 +1,119 @@
+"""The one Kafka broker fixture, and the Spark session, for every integration test.
+
+Broker, in order of preference:
+  1. `KAFKA_BOOTSTRAP_SERVERS` if set (an external broker; restart tests are skipped);
+  2. testcontainers with the official apache/kafka image when a Docker engine answers;
+  3. the local broker from the official jars (`eos._localbroker`), started for the session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from eos._localbroker import LocalBroker, free_port
+
+KAFKA_IMAGE = "apache/kafka:4.1.1"
+
+
+@attrs.define
+class Broker:
+    bootstrap_servers: str
+    local: LocalBroker | None = None  # set when this session started the broker and can restart it
+
+    def require_local(self) -> LocalBroker:
+        if self.local is None:
+            pytest.skip("needs the local jar broker (restarts and kills are not possible on this broker)")
+        return self.local
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no Docker engine here"
+        return False
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield Broker(external)
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer(KAFKA_IMAGE) as container:
+            yield Broker(container.get_bootstrap_server())
+        return
+    local = LocalBroker(home=tmp_path_factory.mktemp("kafka"), port=free_port(), controller_port=free_port())
+    local.up()
+    try:
+        yield Broker(local.bootstrap_servers, local)
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker: Broker) -> str:
+    return broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def spark(broker: Broker):
+    import eos
+
+    session = eos.spark_session("eos-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def names() -> Names:
+    return Names(uuid.uuid4().hex[:8])
+
+
+@attrs.frozen
+class Names:
+    """Unique topic / app names per test, so tests never see each other's data."""
+
+    run: str
+
+    def __call__(self, kind: str) -> str:
+        return f"{kind}-{self.run}"
+
+
+@pytest.fixture
+def checkpoint_dir(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"
+
+
+def run_query(spark, config, topics, checkpoint, process=None, **source_options):
+    """Run an eos pipeline until the input available now is written; returns the Sink (its history)."""
+    import eos
+
+    df = eos.read_stream(spark, config, topics, **source_options)
+    sink = eos.sink(config, process)
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return sink
+
+
+def group_offsets(config, topic: str, partitions: int) -> dict[int, int | None]:
+    from eos import _offsets
+
+    committed = _offsets.committed(config, [(topic, p) for p in range(partitions)])
+    return {p: committed[(topic, p)] for p in range(partitions)}

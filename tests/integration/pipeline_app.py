@@ -1,0 +1,65 @@
+"""A whole eos pipeline as its own driver process, so that tests can SIGKILL it or change its environment.
+
+    python pipeline_app.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
+                           [--max-offsets N] [--min-partitions N] [--summaries FILE]
+
+The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE, as a deployment
+would switch it. Each batch's summary is appended to --summaries as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import attrs
+
+import eos
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--app-id", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--max-offsets", type=int, default=0)
+    parser.add_argument("--min-partitions", type=int, default=0)
+    parser.add_argument("--commit-every", type=int, default=10_000)
+    parser.add_argument("--summaries")
+    args = parser.parse_args()
+
+    config = eos.Config.from_env(
+        bootstrap_servers=args.bootstrap, app_id=args.app_id, output_topic=args.output,
+        commit_every=args.commit_every,
+    )
+    spark = eos.spark_session(f"pipeline-{args.app_id}")
+    options = {}
+    if args.max_offsets:
+        options["maxOffsetsPerTrigger"] = args.max_offsets
+    if args.min_partitions:
+        options["minPartitions"] = args.min_partitions
+    df = eos.read_stream(spark, config, [args.input], **options)
+    sink = eos.sink(config)
+
+    def write(batch_df, batch_id):
+        sink(batch_df, batch_id)
+        if args.summaries:
+            summary = attrs.asdict(sink.last)
+            summary.pop("per_partition")
+            with open(args.summaries, "a") as f:
+                f.write(json.dumps(summary) + "\n")
+
+    query = (
+        df.writeStream.foreachBatch(write)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
