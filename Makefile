@@ -54,8 +54,8 @@ lint: setup
 	$(BIN)/ruff check eos tests examples
 	$(BIN)/ruff format --check eos tests examples
 
-demo: setup
-	$(BIN)/python examples/demo.py
+demo: broker-up
+	$(BIN)/python examples/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
 
 clean:
 	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports

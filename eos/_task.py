@@ -43,7 +43,7 @@ class Layout:
     topic: int
     partition: int
     offset: int
-    value: int | None
+    value: int | None = None
     key: int | None = None
     headers: int | None = None
     out_topic: int | None = None

@@ -199,3 +199,53 @@ def verify_exactly_once(bootstrap: str, output_topic: str, expected: Iterable[by
 def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
     for values in sent.values():
         yield from values
+
+
+class DriverProcess:
+    """A Spark driver program run as its own process group, so that a SIGKILL takes the driver, its
+    JVM and its Python workers down at once, as a lost machine would."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, log_path: str | None = None):
+        import os
+        import subprocess
+
+        self.log_path = log_path
+        log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            argv, env={**os.environ, **(env or {})}, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=log,
+        )
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> bool:
+        """SIGKILL the whole process group; returns whether it was still running."""
+        import os
+        import signal
+
+        if not self.running():
+            return False
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        return True
+
+    def wait(self, timeout: float = 600) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        if not self.log_path:
+            return ""
+        with open(self.log_path, errors="replace") as f:
+            return f.read()[-chars:]
+
+
+def read_summaries(path) -> list[dict]:
+    """Batch summaries appended as JSON lines by examples/pipeline.py (--summaries)."""
+    import json
+    import os
+
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -3,11 +3,8 @@ killed between produce and offset commit (F2), and the whole driver SIGKILLed mi
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,31 +13,22 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from eos import testing
+from eos.testing import DriverProcess, read_summaries
 
-APP = Path(__file__).with_name("pipeline_app.py")
+APP = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 PARTITIONS = 4
 
 
-def _start(bootstrap, app_id, source, output, checkpoint, summaries, env=None, **flags) -> subprocess.Popen:
+def _start(bootstrap, app_id, source, output, checkpoint, summaries, env=None, **flags) -> DriverProcess:
     args = [sys.executable, str(APP), "--bootstrap", bootstrap, "--app-id", app_id, "--input", source,
             "--output", output, "--checkpoint", str(checkpoint), "--summaries", str(summaries)]
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}", str(value)]
-    return subprocess.Popen(
-        args, env={**os.environ, **(env or {})}, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=open(Path(summaries).with_suffix(".log"), "ab"),
-    )
+    return DriverProcess(args, env=env, log_path=str(Path(summaries).with_suffix(".log")))
 
 
-def _finish(proc: subprocess.Popen, summaries: Path) -> None:
-    code = proc.wait(timeout=600)
-    assert code == 0, Path(summaries).with_suffix(".log").read_text()[-4000:]
-
-
-def _summaries(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def _finish(proc: DriverProcess) -> None:
+    assert proc.wait() == 0, proc.log_tail()
 
 
 def _seed(bootstrap, names, per_partition):
@@ -68,10 +56,10 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
         summaries = tmp_path / f"{guarantee}.jsonl"
         proc = _start(bootstrap, names(f"app-{guarantee}"), source, output, tmp_path / guarantee, summaries,
                       env={"EOS_PROCESSING_GUARANTEE": guarantee})
-        _finish(proc, summaries)
+        _finish(proc)
         result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
         assert result.exactly_once, result
-        seen[guarantee] = ({s["guarantee"] for s in _summaries(summaries)}, _log_end_offsets(bootstrap, output))
+        seen[guarantee] = ({s["guarantee"] for s in read_summaries(summaries)}, _log_end_offsets(bootstrap, output))
     assert seen["at_least_once"][0] == {"at_least_once"}
     assert seen["exactly_once"][0] == {"exactly_once"}
     # The broker's own evidence: transactions leave commit markers in the log, idempotent writes do not.
@@ -92,7 +80,7 @@ def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, 
                   env={"EOS_PROCESSING_GUARANTEE": guarantee, "EOS_CRASH_AT": "after_produce",
                        "EOS_CRASH_ONCE_DIR": str(once)},
                   max_offsets=4_000)
-    _finish(proc, summaries)
+    _finish(proc)
     assert (once / "crashed-after_produce").exists(), "the crash point never fired"
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
@@ -111,23 +99,21 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
     kills = 0
     for _ in range(3):
-        before = len(_summaries(summaries))
+        before = len(read_summaries(summaries))
         proc = _start(bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000)
         # Kill once the driver is writing batches, at a random moment within one.
         deadline = time.monotonic() + 180
-        while len(_summaries(summaries)) <= before and proc.poll() is None and time.monotonic() < deadline:
+        while len(read_summaries(summaries)) <= before and proc.running() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(rng.uniform(0.0, 2.0))
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and its Python workers
-            proc.wait()
+        if proc.kill():  # driver, its JVM and its Python workers
             kills += 1
     assert kills == 3
     proc = _start(bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000)
-    _finish(proc, summaries)
+    _finish(proc)
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
-    history = _summaries(summaries)
+    history = read_summaries(summaries)
     print(f"3 driver kills, {len(history)} batch summaries, skipped on replay "
           f"{sum(s['skipped'] for s in history)}: {result}")
     assert result.exactly_once, result

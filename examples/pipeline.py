@@ -1,10 +1,12 @@
-"""A whole eos pipeline as its own driver process, so that tests can SIGKILL it or change its environment.
+"""An eos pipeline: Kafka -> Spark Structured Streaming -> Kafka, written exactly once.
 
-    python pipeline_app.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
-                           [--max-offsets N] [--min-partitions N] [--summaries FILE]
+    python examples/pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
+                                [--max-offsets N] [--min-partitions N] [--summaries FILE]
 
-The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE, as a deployment
-would switch it. Each batch's summary is appended to --summaries as one JSON line.
+The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
+at_least_once, as in Kafka Streams), so a deployment switches it with no code change. Each batch's
+summary is appended to --summaries as one JSON line. `make demo` and the integration tests run this
+file as their driver process, so they can SIGKILL it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""Bad input gets a clear error naming the field or the record, and nothing committed changes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import group_offsets
+from pyspark.sql import functions as F
+
+import eos
+from eos import testing
+
+RECORDS = 200
+BAD_OFFSET = 150
+
+
+def _batch(spark, bootstrap, topic, start, end):
+    """A static DataFrame of the Kafka source's rows [start, end) of partition 0, as foreachBatch gets."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
+        .option("startingOffsets", json.dumps({topic: {"0": start}}))
+        .option("endingOffsets", json.dumps({topic: {"0": end}}))
+        .load()
+    )
+
+
+@pytest.fixture
+def committed_half(spark, bootstrap, names):
+    """Input of 200 records; the first 100 already written and committed by a good batch."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    testing.produce_sequence(bootstrap, source, 1, RECORDS)
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=names("app"), output_topic=output,
+                        processing_guarantee="exactly_once")
+    eos.sink(config)(_batch(spark, bootstrap, source, 0, 100), 0)
+    before = _snapshot(bootstrap, config, source, output)
+    assert len(before[0]) == 100 and before[1] == {0: 100}
+    return config, source, output, before
+
+
+def _snapshot(bootstrap, config, source, output):
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert hanging == []
+    return [r.value for r in records], group_offsets(config, source, 1)
+
+
+def _fails_naming_record(spark, bootstrap, committed_half, sink, *expected_text):
+    config, source, output, before = committed_half
+    with pytest.raises(Exception) as excinfo:
+        sink(_batch(spark, bootstrap, source, 100, RECORDS), 1)
+    message = str(excinfo.value)
+    for text in (f"{source}/0@{BAD_OFFSET}", "transaction aborted", *expected_text):
+        assert text in message, message[-3000:]
+    assert _snapshot(bootstrap, config, source, output) == before
+
+
+def test_process_raising_aborts_and_names_the_record(spark, bootstrap, committed_half):
+    config = committed_half[0]
+
+    def process(row, state):
+        if row.offset == BAD_OFFSET:
+            raise ValueError("cannot enrich this order")
+        return eos.Output(row.value, row.key)
+
+    _fails_naming_record(spark, bootstrap, committed_half, eos.sink(config, process),
+                         "ProcessError", "cannot enrich this order")
+
+
+def test_record_too_large_aborts_and_names_the_record(spark, bootstrap, committed_half):
+    config = committed_half[0]
+
+    def process(row, state):
+        return eos.Output(b"x" * 2_000_000 if row.offset == BAD_OFFSET else row.value)
+
+    _fails_naming_record(spark, bootstrap, committed_half, eos.sink(config, process), "ProduceError", "too large")
+
+
+def test_missing_output_topic_from_column_aborts_and_names_the_record(spark, bootstrap, committed_half, names):
+    config, source, output, _ = committed_half
+    by_column = eos.Config(bootstrap_servers=bootstrap, app_id=config.app_id, output_topic_column="target",
+                           processing_guarantee="exactly_once")
+    missing = names("no-such-topic")
+
+    class Routed:
+        """A sink over rows whose `target` column names a missing topic at BAD_OFFSET."""
+
+        def __call__(self, df, batch_id):
+            target = F.when(F.col("offset") == BAD_OFFSET, F.lit(missing)).otherwise(F.lit(output))
+            eos.sink(by_column)(df.withColumn("target", target), batch_id)
+
+    _fails_naming_record(spark, bootstrap, committed_half, Routed(), "ProduceError", missing)
+
+
+def test_missing_configured_output_topic_fails_before_any_transaction(spark, bootstrap, committed_half, names):
+    config, source, output, before = committed_half
+    missing = names("no-such-topic")
+    sink = eos.sink(eos.Config(bootstrap_servers=bootstrap, app_id=config.app_id, output_topic=missing,
+                               processing_guarantee="exactly_once"))
+    with pytest.raises(eos.TopicNotFoundError, match=missing):
+        sink(_batch(spark, bootstrap, source, 100, RECORDS), 1)
+    assert _snapshot(bootstrap, config, source, output) == before
+
+
+@pytest.mark.parametrize("drop", ["topic", "partition", "offset", "value"])
+def test_batch_without_required_column_fails_before_any_transaction(spark, bootstrap, committed_half, drop):
+    config, source, output, before = committed_half
+    with pytest.raises(eos.BatchSchemaError, match=f"'{drop}'"):
+        eos.sink(config)(_batch(spark, bootstrap, source, 100, RECORDS).drop(drop), 1)
+    assert _snapshot(bootstrap, config, source, output) == before
+
+
+def test_value_of_wrong_type_fails_before_any_transaction(spark, bootstrap, committed_half):
+    config, source, output, before = committed_half
+    df = _batch(spark, bootstrap, source, 100, RECORDS).withColumn("value", F.col("offset"))
+    with pytest.raises(eos.BatchSchemaError, match="'value' has type bigint"):
+        eos.sink(config)(df, 1)
+    assert _snapshot(bootstrap, config, source, output) == before
+
+
+@pytest.mark.timeout(120)
+def test_unreachable_broker_is_an_error_not_a_hang(spark, bootstrap, committed_half):
+    from eos._localbroker import free_port
+
+    config, source, output, before = committed_half
+    nowhere = eos.Config(bootstrap_servers=f"127.0.0.1:{free_port()}", app_id=config.app_id,
+                         output_topic=output, processing_guarantee="exactly_once", operation_timeout_ms=3_000)
+    with pytest.raises(eos.BrokerUnreachableError, match="no Kafka broker"):
+        eos.read_stream(spark, nowhere, [source])
+    with pytest.raises(eos.BrokerUnreachableError, match="no Kafka broker"):
+        eos.sink(nowhere)(_batch(spark, bootstrap, source, 100, RECORDS), 1)
+    assert _snapshot(bootstrap, config, source, output) == before

@@ -1,0 +1,112 @@
+"""eos._retry.retry_call: retriable errors retried within a deadline, everything else raised at once."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+import eos
+from eos._retry import Deadline, retry_call
+
+
+class Flaky:
+    """Raises the given errors in turn, then returns `result`; counts the calls."""
+
+    def __init__(self, *errors: KafkaError | BaseException, result="ok", forever: bool = False) -> None:
+        self.errors = list(errors)
+        self.result = result
+        self.forever = forever
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            err = self.errors[0] if self.forever else self.errors.pop(0)
+            raise err if isinstance(err, BaseException) else KafkaException(err)
+        return self.result
+
+
+class Log:
+    def __init__(self) -> None:
+        self.warnings: list[dict] = []
+
+    def warning(self, event, **kw):
+        self.warnings.append({"event": event, **kw})
+
+
+def retriable(code=KafkaError.REQUEST_TIMED_OUT) -> KafkaError:
+    return KafkaError(code, "transient", retriable=True)
+
+
+def test_success_at_first_call():
+    fn = Flaky(result=42)
+    assert retry_call(fn, what="x", timeout_s=5) == 42
+    assert fn.calls == 1
+
+
+def test_retries_retriable_until_success_and_logs_each_retry():
+    fn = Flaky(retriable(), retriable(KafkaError.COORDINATOR_NOT_AVAILABLE), result="done")
+    log = Log()
+    assert retry_call(fn, what="init_transactions", timeout_s=10, log=log) == "done"
+    assert fn.calls == 3
+    assert [w["attempt"] for w in log.warnings] == [1, 2]
+    assert all(w["call"] == "init_transactions" for w in log.warnings)
+
+
+def test_gives_up_at_the_deadline_with_retriable_error():
+    err = retriable()
+    fn = Flaky(err, forever=True)
+    with pytest.raises(eos.RetriableError) as info:
+        retry_call(fn, what="list offsets", timeout_s=0.2)
+    assert fn.calls > 1
+    assert info.value.kafka_error is err
+    assert "list offsets" in str(info.value)
+    assert isinstance(info.value.__cause__, KafkaException)
+
+
+def test_zero_timeout_tries_once():
+    fn = Flaky(retriable(), forever=True)
+    with pytest.raises(eos.RetriableError):
+        retry_call(fn, what="x", timeout_s=0)
+    assert fn.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("err", "cls"),
+    [
+        (KafkaError(KafkaError._FAIL, "unknown"), eos.FatalError),
+        (KafkaError(KafkaError._FAIL, "fatal", fatal=True, retriable=True), eos.FatalError),
+        (KafkaError(KafkaError._FAIL, "abort", txn_requires_abort=True, retriable=True), eos.TransactionAbortableError),
+        (KafkaError(KafkaError.PRODUCER_FENCED, "fenced", retriable=True), eos.FencedError),
+        (KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "epoch"), eos.FencedError),
+    ],
+)
+def test_non_retriable_raises_at_once(err, cls):
+    fn = Flaky(err, forever=True)
+    with pytest.raises(cls) as info:
+        retry_call(fn, what="commit", timeout_s=10)
+    assert type(info.value) is cls
+    assert fn.calls == 1
+    assert info.value.kafka_error is err
+
+
+def test_retriable_then_fenced_stops_at_fenced():
+    fn = Flaky(retriable(), KafkaError(KafkaError._FENCED, "fenced"), result="never")
+    with pytest.raises(eos.FencedError):
+        retry_call(fn, what="commit", timeout_s=10)
+    assert fn.calls == 2
+
+
+def test_other_exceptions_pass_through_unchanged():
+    fn = Flaky(ValueError("not kafka"), forever=True)
+    with pytest.raises(ValueError, match="not kafka"):
+        retry_call(fn, what="x", timeout_s=10)
+    assert fn.calls == 1
+
+
+def test_deadline_remaining_never_negative():
+    assert Deadline(0).remaining() == 0.0
+    assert Deadline(-5).remaining() == 0.0
+    assert Deadline(-5).expired()
+    assert not Deadline(60).expired()
+    assert 0 < Deadline(60).remaining() <= 60

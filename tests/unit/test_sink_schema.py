@@ -1,0 +1,147 @@
+"""eos.sink.Sink._layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+import eos
+from eos._task import Layout
+from eos.sink import Sink
+
+HEADERS = "array<struct<key:string,value:binary>>"
+KAFKA_SOURCE = [
+    ("key", "binary"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+    ("headers", HEADERS),
+]
+
+
+class FakeDF:
+    """What `_layout` reads from a DataFrame: `.columns` and `.dtypes` as Spark returns them."""
+
+    def __init__(self, dtypes: list[tuple[str, str]]) -> None:
+        self.dtypes = list(dtypes)
+        self.columns = [name for name, _ in dtypes]
+
+
+def df(*, drop: tuple[str, ...] = (), retype: dict[str, str] | None = None, extra=()) -> FakeDF:
+    retype = retype or {}
+    return FakeDF([(n, retype.get(n, t)) for n, t in KAFKA_SOURCE if n not in drop] + list(extra))
+
+
+def config(**kw) -> eos.Config:
+    return eos.Config(**{"bootstrap_servers": "b:1", "app_id": "app", "output_topic": "out", **kw})
+
+
+def layout(batch: FakeDF, process=None, **kw):
+    return Sink(config(**kw), process)._layout(batch)
+
+
+def test_kafka_source_batch_selects_the_output_columns():
+    result, columns = layout(df())
+    assert columns == ["topic", "partition", "offset", "value", "key", "headers"]
+    assert result == Layout(topic=0, partition=1, offset=2, value=3, key=4, headers=5)
+
+
+def test_key_and_headers_are_optional():
+    result, columns = layout(df(drop=("key", "headers")))
+    assert columns == ["topic", "partition", "offset", "value"]
+    assert result == Layout(topic=0, partition=1, offset=2, value=3)
+
+
+@pytest.mark.parametrize(
+    "retype", [{"value": "string"}, {"key": "string"}, {"offset": "int"}], ids=["str-value", "str-key", "int-offset"]
+)
+def test_other_accepted_types(retype):
+    _, columns = layout(df(retype=retype))
+    assert columns[:4] == ["topic", "partition", "offset", "value"]
+
+
+@pytest.mark.parametrize("missing", ["topic", "partition", "offset", "value"])
+def test_missing_required_column(missing):
+    with pytest.raises(eos.BatchSchemaError) as info:
+        layout(df(drop=(missing,)))
+    assert f"no {missing!r} column" in str(info.value)
+    assert "Nothing was written" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("column", "bad"),
+    [
+        ("value", "int"),
+        ("value", "array<string>"),
+        ("key", "bigint"),
+        ("headers", "map<string,binary>"),
+        ("topic", "binary"),
+        ("partition", "bigint"),
+        ("offset", "string"),
+    ],
+)
+def test_wrong_column_type_names_column_and_type(column, bad):
+    with pytest.raises(eos.BatchSchemaError) as info:
+        layout(df(retype={column: bad}))
+    assert repr(column) in str(info.value)
+    assert f"type {bad}" in str(info.value)
+
+
+def test_schema_error_is_raised_before_the_broker_or_spark_is_touched(monkeypatch):
+    def touched(*args, **kwargs):
+        pytest.fail("the sink went on after a schema error")
+
+    monkeypatch.setattr(Sink, "_check_topics", touched)
+    batch = df(drop=("value",))
+    batch.select = batch.repartition = touched
+    sink = eos.sink(config())
+    with pytest.raises(eos.BatchSchemaError):
+        sink(batch, 0)
+    assert sink.history == []
+
+
+def test_with_process_value_is_not_required_and_all_columns_are_kept():
+    batch = FakeDF([("id", "bigint"), ("offset", "bigint"), ("payload", "string"), ("partition", "int"), ("topic", "string")])
+    result, columns = layout(batch, process=lambda row, state: None)
+    assert columns == batch.columns
+    assert (result.topic, result.partition, result.offset) == (4, 3, 1)
+    assert [columns[result.topic], columns[result.partition], columns[result.offset]] == ["topic", "partition", "offset"]
+
+
+def test_with_process_the_input_coordinates_are_still_required():
+    with pytest.raises(eos.BatchSchemaError, match="'offset'"):
+        layout(df(drop=("offset",)), process=lambda row, state: None)
+
+
+def test_output_topic_and_partition_columns_are_placed_in_the_layout():
+    batch = df(drop=("headers",), extra=[("dest", "string"), ("dest_partition", "int")])
+    result, columns = layout(
+        batch, output_topic=None, output_topic_column="dest", output_partition_column="dest_partition"
+    )
+    assert columns == ["topic", "partition", "offset", "value", "key", "dest", "dest_partition"]
+    assert columns[result.out_topic] == "dest"
+    assert columns[result.out_partition] == "dest_partition"
+    assert columns[result.key] == "key"
+    assert result.headers is None
+
+
+@pytest.mark.parametrize(
+    ("kw", "extra", "column"),
+    [
+        ({"output_topic": None, "output_topic_column": "dest"}, [], "dest"),
+        ({"output_topic": None, "output_topic_column": "dest"}, [("dest", "binary")], "dest"),
+        ({"output_partition_column": "p"}, [], "p"),
+        ({"output_partition_column": "p"}, [("p", "bigint")], "p"),
+    ],
+)
+def test_output_topic_and_partition_columns_are_checked(kw, extra, column):
+    with pytest.raises(eos.BatchSchemaError) as info:
+        layout(df(extra=extra), **kw)
+    assert repr(column) in str(info.value)
+
+
+def test_output_columns_are_checked_with_process_too():
+    with pytest.raises(eos.BatchSchemaError, match="'dest'"):
+        layout(df(), process=lambda row, state: None, output_topic=None, output_topic_column="dest")
