@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 EOS_CACHE ?= $(CURDIR)/.cache
 KAFKA_PORT ?= 9092
 export EOS_CACHE KAFKA_PORT
-MVN := mvn -q -B -s docker/maven/settings.xml
+MVN := mvn -q -B -s docker/maven/settings.xml $(MVN_ARGS)
 PYTEST_ARGS ?=
 
 PY_STAMP := $(VENV)/.installed
