@@ -1,0 +1,457 @@
+"""eos._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
+real `Checkpoint` driving a fake transactional producer and a fake group-offset store. No broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import eos
+from eos import _crash, _offsets
+from eos import _producer as producers
+from eos._task import Layout, PartitionTask, run_partition
+from eos.records import Output
+from eos.sink import Sink
+
+IN = "in"
+LAYOUT = Layout(topic=0, partition=1, offset=2, value=3)
+GROUP_METADATA = object()
+
+
+def fenced() -> eos.FencedError:
+    return eos.FencedError("fenced by a newer incarnation")
+
+
+def abortable() -> eos.TransactionAbortableError:
+    return eos.TransactionAbortableError("txn requires abort")
+
+
+class FakeKafka:
+    """Committed output and group offsets as a read_committed reader would see them."""
+
+    def __init__(self) -> None:
+        self.outputs: list[tuple[str, bytes, int]] = []  # (topic, value, input offset), committed only
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.offset_commits: list[int] = []
+        self.events: list[tuple] = []
+        self.kept: FakeProducer | None = None  # handed out by acquire() as a producer kept from an earlier task
+        self.acquired: list[str | None] = []
+        self.created: list[FakeProducer] = []
+        self.released: list[FakeProducer] = []
+        self.discarded: list[FakeProducer] = []
+
+    def producer(self, config, transactional_id, initialized=False) -> FakeProducer:
+        p = FakeProducer(self, transactional_id, initialized)
+        self.created.append(p)
+        return p
+
+    def acquire(self, config, transactional_id):
+        self.acquired.append(transactional_id)
+        if self.kept is not None:
+            kept, self.kept = self.kept, None
+            return kept, True
+        return self.producer(config, transactional_id), False
+
+    def values(self) -> list[bytes]:
+        return [v for _, v, _ in self.outputs]
+
+
+class FakeProducer:
+    """The OutputProducer interface the task and Checkpoint use. `fail[step]` lists what successive
+    calls of that step do: None succeeds, an exception is raised, a callable is called (and may raise)."""
+
+    def __init__(self, kafka: FakeKafka, transactional_id: str | None, initialized: bool) -> None:
+        self.kafka = kafka
+        self.transactional_id = transactional_id
+        self.initialized = initialized
+        self.in_transaction = False
+        self.open: list[tuple[str, bytes, int]] = []
+        self.open_offsets: dict[tuple[str, int], int] = {}
+        self.fail: dict[str, list] = {}
+        self.fail_at_offset: dict[int, list] = {}
+        self.calls: list[str] = []
+
+    def _step(self, name: str, queue: list | None = None) -> None:
+        self.calls.append(name)
+        self.kafka.events.append((name, self))
+        queue = self.fail.get(name) if queue is None else queue
+        action = queue.pop(0) if queue else None
+        if isinstance(action, BaseException):
+            raise action
+        if callable(action):
+            action()
+
+    def init_transactions(self, log=None) -> None:
+        self._step("init")
+        self.initialized = True
+
+    def begin_transaction(self, log=None) -> None:
+        self._step("begin")
+        self.in_transaction = True
+
+    def produce(self, out: Output, topic, in_topic, in_partition, in_offset) -> None:
+        self._step("produce", self.fail_at_offset.get(in_offset))
+        record = (topic, out.value, in_offset)
+        if self.transactional_id is None:
+            self.kafka.outputs.append(record)  # idempotent, not transactional: visible at once
+        else:
+            assert self.in_transaction, "produce outside a transaction"
+            self.open.append(record)
+
+    def flush_and_check(self, in_topic, in_partition) -> None:
+        self._step("flush")
+
+    def send_offsets(self, offsets, group_metadata, log=None) -> None:
+        self._step("send_offsets")
+        assert group_metadata is GROUP_METADATA
+        self.open_offsets = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+
+    def commit_transaction(self, log=None) -> None:
+        self._step("commit")
+        self.kafka.outputs.extend(self.open)
+        self.kafka.offsets.update(self.open_offsets)
+        self.kafka.offset_commits.extend(self.open_offsets.values())
+        self.open, self.open_offsets, self.in_transaction = [], {}, False
+
+    def abort_transaction(self, log=None) -> None:
+        self._step("abort")
+        self.open, self.open_offsets, self.in_transaction = [], {}, False
+
+
+@pytest.fixture
+def kafka(monkeypatch) -> FakeKafka:
+    k = FakeKafka()
+    monkeypatch.setattr(producers, "acquire", k.acquire)
+    monkeypatch.setattr(producers, "OutputProducer", k.producer)
+    monkeypatch.setattr(producers, "release", k.released.append)
+    monkeypatch.setattr(producers, "discard", k.discarded.append)
+    monkeypatch.setattr(_offsets, "committed", lambda config, tps, log=None: {tp: k.offsets.get(tp) for tp in tps})
+
+    def commit(config, topic, partition, next_offset, log=None):
+        k.events.append(("offset_commit", next_offset))
+        k.offsets[(topic, partition)] = next_offset
+        k.offset_commits.append(next_offset)
+
+    monkeypatch.setattr(_offsets, "commit", commit)
+    monkeypatch.setattr(_offsets, "group_metadata", lambda config: GROUP_METADATA)
+    monkeypatch.setattr(_crash, "_ARMED", frozenset())
+    return k
+
+
+def config(**kw) -> eos.Config:
+    return eos.Config(
+        **{
+            "bootstrap_servers": "b:1",
+            "app_id": "app",
+            "output_topic": "out",
+            "processing_guarantee": "exactly_once",
+            "commit_every": 100,
+            "max_redo": 2,
+            **kw,
+        }
+    )
+
+
+def value(offset: int, partition: int = 0) -> bytes:
+    return f"{IN}|{partition}|{offset}".encode()
+
+
+def rows(offsets, partition: int = 0, topic: str = IN) -> list[tuple]:
+    return [(topic, partition, o, value(o, partition)) for o in offsets]
+
+
+def run(cfg: eos.Config, offsets, process: Callable | None = None, partition: int = 0):
+    return PartitionTask(cfg, IN, partition, 7, LAYOUT, process).run(rows(offsets, partition))
+
+
+# -- the happy path ------------------------------------------------------------------------------------
+
+
+def test_commits_every_n_records_each_with_its_own_offset(kafka):
+    cfg = config(commit_every=2)
+    stats = run(cfg, range(5))
+    assert kafka.values() == [value(o) for o in range(5)]
+    assert kafka.offset_commits == [2, 4, 5]
+    assert kafka.offsets == {(IN, 0): 5}
+    assert (stats.records_in, stats.records_out, stats.transactions, stats.skipped) == (5, 5, 3, 0)
+    assert (stats.first_offset, stats.last_offset, stats.aborted, stats.redos) == (0, 4, 0, 0)
+    [producer] = kafka.created
+    assert producer.calls == ["init"] + ["begin", "produce", "produce", "flush", "send_offsets", "commit"] * 2 + [
+        "begin",
+        "produce",
+        "flush",
+        "send_offsets",
+        "commit",
+    ]
+    assert kafka.released == [producer]
+    assert kafka.discarded == []
+
+
+def test_transactional_id_comes_from_the_config(kafka):
+    cfg = config()
+    stats = run(cfg, range(2), partition=3)
+    assert kafka.acquired == [cfg.transactional_id(IN, 3)]
+    assert stats.transactional_id == cfg.transactional_id(IN, 3)
+
+
+def test_kept_producer_is_not_initialised_again(kafka):
+    kafka.kept = FakeProducer(kafka, "app:in:0", initialized=True)
+    run(config(), range(3))
+    assert "init" not in kafka.kept_calls if hasattr(kafka, "kept_calls") else True
+    assert kafka.released[0].calls[0] == "begin"
+    assert kafka.values() == [value(o) for o in range(3)]
+
+
+def test_rows_below_the_committed_offset_are_skipped_and_counted(kafka):
+    kafka.offsets[(IN, 0)] = 3
+    stats = run(config(), range(6))
+    assert kafka.values() == [value(o) for o in (3, 4, 5)]
+    assert kafka.offsets[(IN, 0)] == 6
+    assert (stats.records_in, stats.skipped, stats.committed_before, stats.first_offset) == (6, 3, 3, 3)
+
+
+def test_a_fully_committed_batch_opens_no_transaction(kafka):
+    kafka.offsets[(IN, 0)] = 10
+    stats = run(config(), range(5))
+    assert kafka.outputs == []
+    assert "begin" not in kafka.created[0].calls
+    assert (stats.skipped, stats.transactions) == (5, 0)
+    assert kafka.offsets[(IN, 0)] == 10
+
+
+def test_empty_partition_run(kafka):
+    stats = run(config(), [])
+    assert (stats.records_in, stats.transactions) == (0, 0)
+    assert kafka.released == kafka.created
+
+
+def test_process_outputs_and_offsets_advance_without_output(kafka):
+    def process(row, state):
+        offset = row[2]
+        if offset % 2:
+            return None
+        return [Output(b"a%d" % offset, topic="other"), {"value": b"b%d" % offset}]
+
+    stats = run(config(), range(4), process=process)
+    assert kafka.outputs == [("other", b"a0", 0), ("out", b"b0", 0), ("other", b"a2", 2), ("out", b"b2", 2)]
+    assert kafka.offsets[(IN, 0)] == 4
+    assert stats.records_out == 4
+
+
+# -- abortable errors: abort and redo --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", ["flush", "send_offsets", "commit"])
+def test_abortable_error_at_commit_aborts_and_redoes_the_transaction(kafka, step):
+    cfg = config(commit_every=3)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail[step] = [None, abortable()]  # the second transaction fails once
+    stats = run(cfg, range(6))
+    assert kafka.values() == [value(o) for o in range(6)]
+    assert kafka.offset_commits == [3, 6]
+    assert (stats.aborted, stats.redos, stats.transactions) == (1, 1, 2)
+    assert producer.calls.count("abort") == 1
+
+
+def test_abortable_error_while_producing_redoes_the_earlier_rows(kafka):
+    cfg = config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail_at_offset[2] = [abortable()]
+    stats = run(cfg, range(4))
+    assert kafka.values() == [value(o) for o in range(4)]
+    assert (stats.aborted, stats.redos, stats.transactions) == (1, 1, 1)
+
+
+def test_redo_is_bounded(kafka):
+    cfg = config(commit_every=2, max_redo=2)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail["flush"] = [None] + [abortable() for _ in range(10)]
+    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    with pytest.raises(eos.TransactionAbortableError):
+        task.run(rows(range(4)))
+    assert kafka.values() == [value(0), value(1)]  # the first transaction stays committed
+    assert kafka.offsets == {(IN, 0): 2}
+    assert (task.stats.aborted, task.stats.redos) == (3, 2)
+    assert kafka.discarded == [producer]
+    assert kafka.released == []
+
+
+# -- record errors: abort and raise, naming the record ----------------------------------------------
+
+
+def test_process_raising_aborts_and_names_the_record(kafka):
+    def process(row, state):
+        if row[2] == 3:
+            raise ValueError("bad order")
+        return row[3]
+
+    with pytest.raises(eos.ProcessError) as info:
+        run(config(commit_every=2), range(5), process=process)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (IN, 0, 3)
+    assert "ValueError" in str(info.value) and "bad order" in str(info.value)
+    assert f"{IN}/0@3" in str(info.value)
+    assert kafka.values() == [value(0), value(1)]
+    assert kafka.offsets == {(IN, 0): 2}
+    [producer] = kafka.created
+    assert producer.calls[-1] == "abort"
+    assert kafka.discarded == [producer]
+
+
+def test_process_returning_a_wrong_type_names_the_record(kafka):
+    with pytest.raises(eos.ProcessError) as info:
+        run(config(), range(3), process=lambda row, state: [42] if row[2] == 1 else row[3])
+    assert info.value.offset == 1
+    assert "int" in str(info.value)
+    assert kafka.outputs == []
+
+
+def test_produce_error_aborts_without_redo(kafka):
+    cfg = config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail_at_offset[1] = [eos.ProduceError("too large", topic=IN, partition=0, offset=1)]
+    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    with pytest.raises(eos.ProduceError):
+        task.run(rows(range(3)))
+    assert kafka.outputs == []
+    assert kafka.offsets == {}
+    assert (task.stats.aborted, task.stats.redos) == (1, 0)
+    assert producer.calls.count("abort") == 1
+
+
+# -- fatal errors and fencing ----------------------------------------------------------------------
+
+
+def test_fatal_error_raises_without_redo(kafka):
+    cfg = config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail["commit"] = [eos.FatalError("broken")]
+    with pytest.raises(eos.FatalError):
+        run(cfg, range(3))
+    assert kafka.outputs == []
+    assert producer.calls.count("commit") == 1
+    assert kafka.discarded == [producer]
+
+
+def test_fresh_producer_fenced_is_a_zombie(kafka):
+    cfg = config()
+    producer = kafka.producer(cfg, cfg.transactional_id(IN, 0))
+    producer.fail["send_offsets"] = [fenced()]
+    kafka.kept = None
+    kafka.acquire = lambda config, tid: (producer, False)  # noqa: ARG005
+    pytest.MonkeyPatch().context()
+    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    import eos._producer as mod
+
+    original = mod.acquire
+    mod.acquire = kafka.acquire
+    try:
+        with pytest.raises(eos.FencedError):
+            task.run(rows(range(3)))
+    finally:
+        mod.acquire = original
+    assert kafka.outputs == []
+    assert task.stats.producers_replaced == 0
+    assert kafka.discarded == [producer]
+
+
+def test_kept_producer_fenced_before_any_commit_is_replaced_once(kafka):
+    """Another worker took the partition over and committed rows 0-1 meanwhile: this task fences it
+    back with a fresh producer, skips what it committed and writes the rest exactly once."""
+    cfg = config()
+    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+
+    def displaced():
+        kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
+        kafka.offsets[(IN, 0)] = 2
+        raise fenced()
+
+    kept.fail["send_offsets"] = [displaced]
+    kafka.kept = kept
+    stats = run(cfg, range(4))
+    assert kafka.values() == [value(o) for o in range(4)]
+    assert kafka.offsets[(IN, 0)] == 4
+    assert stats.producers_replaced == 1
+    assert stats.skipped == 2
+    assert kafka.discarded == [kept]
+    [fresh] = [p for p in kafka.created if p is not kept]
+    assert fresh.calls[0] == "init"
+    assert kafka.released == [fresh]
+
+
+def test_replacement_fenced_again_raises(kafka):
+    cfg = config()
+    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.fail["begin"] = [fenced()]
+    kafka.kept = kept
+    original = kafka.producer
+
+    def fenced_producer(config, tid, initialized=False):
+        p = original(config, tid, initialized)
+        p.fail["begin"] = [fenced()]
+        return p
+
+    producers.OutputProducer = fenced_producer  # restored by the fixture's monkeypatch
+    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    with pytest.raises(eos.FencedError):
+        task.run(rows(range(2)))
+    assert task.stats.producers_replaced == 1
+    assert kafka.outputs == []
+
+
+def test_kept_producer_fenced_after_a_commit_is_a_zombie(kafka):
+    cfg = config(commit_every=2)
+    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.fail["send_offsets"] = [None, fenced()]
+    kafka.kept = kept
+    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    with pytest.raises(eos.FencedError):
+        task.run(rows(range(4)))
+    assert kafka.values() == [value(0), value(1)]
+    assert task.stats.producers_replaced == 0
+    assert kafka.discarded == [kept]
+
+
+# -- at_least_once ---------------------------------------------------------------------------------
+
+
+def test_at_least_once_flushes_then_commits_offsets_to_the_group(kafka):
+    cfg = config(processing_guarantee="at_least_once", commit_every=2)
+    stats = run(cfg, range(5))
+    assert stats.transactional_id is None
+    assert kafka.acquired == [None]
+    [producer] = kafka.created
+    assert not {"init", "begin", "send_offsets", "commit", "abort"} & set(producer.calls)
+    assert kafka.values() == [value(o) for o in range(5)]
+    assert kafka.offset_commits == [2, 4, 5]
+    steps = [e[0] for e in kafka.events if e[0] != "produce"]
+    assert steps == ["flush", "offset_commit"] * 3
+    assert stats.transactions == 3
+
+
+# -- run_partition and the batch summary -----------------------------------------------------------
+
+
+def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
+    cfg = config(commit_every=2)
+    kafka.offsets[("a", 1)] = 1
+    batch = rows(range(3), partition=0, topic="a") + rows(range(3), partition=1, topic="a") + rows([5], topic="b")
+    stats = list(run_partition(cfg, 7, LAYOUT, None, iter(batch)))
+    assert [(s["topic"], s["partition"]) for s in stats] == [("a", 0), ("a", 1), ("b", 0)]
+    assert [s["records_in"] for s in stats] == [3, 3, 1]
+    assert [s["skipped"] for s in stats] == [0, 1, 0]
+    assert kafka.acquired == [cfg.transactional_id("a", 0), cfg.transactional_id("a", 1), cfg.transactional_id("b", 0)]
+    assert kafka.offsets == {("a", 0): 3, ("a", 1): 3, ("b", 0): 6}
+
+    summary = Sink(cfg)._summarize(7, stats, 1.23456)
+    assert (summary.batch_id, summary.partitions, summary.records_in, summary.skipped) == (7, 3, 7, 1)
+    assert summary.records_out == 6
+    assert summary.transactions == sum(s["transactions"] for s in stats) == 4
+    assert summary.guarantee == "exactly_once"
+    assert summary.seconds == 1.235
+    assert summary.per_partition == tuple(stats)
+
+
+def test_summary_of_an_empty_batch():
+    summary = Sink(config())._summarize(0, [], 0.0)
+    assert (summary.partitions, summary.records_in, summary.commit_ms_max) == (0, 0, 0.0)
