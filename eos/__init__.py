@@ -1,6 +1,6 @@
 """eos: exactly-once Kafka output for Spark Structured Streaming.
 
-    df.writeStream.foreachBatch(eos.sink(config)).start()
+df.writeStream.foreachBatch(eos.sink(config)).start()
 """
 
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config

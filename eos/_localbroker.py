@@ -183,7 +183,9 @@ class LocalBroker:
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
         while time.monotonic() < deadline:
             if self.pid() is None:
-                raise BrokerError(f"broker exited during start-up; see {self.log_dir}/server.log\n{self._tail()}")
+                raise BrokerError(
+                    f"broker exited during start-up; see {self.log_dir}/server.log\n{self._tail()}"
+                )
             if _port_open(self.port):
                 try:
                     md = admin.list_topics(timeout=2)
@@ -192,7 +194,9 @@ class LocalBroker:
                 except Exception:  # noqa: BLE001 - not ready yet; the deadline bounds this loop
                     pass
             time.sleep(0.3)
-        raise BrokerError(f"broker did not answer on {self.bootstrap_servers} within {timeout:.0f}s\n{self._tail()}")
+        raise BrokerError(
+            f"broker did not answer on {self.bootstrap_servers} within {timeout:.0f}s\n{self._tail()}"
+        )
 
     def _tail(self, lines: int = 30) -> str:
         log = self.log_dir / "server.log"
@@ -251,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             was_up = broker.pid() is not None
             broker.up()
             state = "already up" if was_up else "started"
-            print(f"kafka broker {state} on {broker.bootstrap_servers} (pid {broker.pid()}, logs {broker.log_dir})")
+            where = f"{broker.bootstrap_servers} (pid {broker.pid()}, logs {broker.log_dir})"
+            print(f"kafka broker {state} on {where}")
         elif args.action == "down":
             stopped = broker.down()
             print("kafka broker stopped" if stopped else "kafka broker was not running")

@@ -19,9 +19,7 @@ def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[
     require_stable: while a transaction that carries offsets for a partition is still open, the broker
     answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset that may be about to change.
     """
-    request = [
-        ConsumerGroupTopicPartitions(config.app_id, [TopicPartition(t, p) for t, p in tps])
-    ]
+    request = [ConsumerGroupTopicPartitions(config.app_id, [TopicPartition(t, p) for t, p in tps])]
     timeout_s = config.operation_timeout_ms / 1000
 
     def fetch() -> dict[tuple[str, int], int | None]:
@@ -36,7 +34,9 @@ def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[
             out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return out
 
-    return retry_call(fetch, what=f"reading committed offsets of group {config.app_id!r}", timeout_s=timeout_s, log=log)
+    return retry_call(
+        fetch, what=f"reading committed offsets of group {config.app_id!r}", timeout_s=timeout_s, log=log
+    )
 
 
 def commit(config: Config, topic: str, partition: int, next_offset: int, log=None) -> None:
@@ -73,5 +73,3 @@ def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
             continue
         out[topic] = len(md.partitions)
     return out
-
-

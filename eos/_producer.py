@@ -61,9 +61,7 @@ class OutputProducer:
         on_delivery = partial(self._on_delivery, in_offset)
         while True:
             try:
-                self._producer.produce(
-                    topic, value, key, headers=headers, on_delivery=on_delivery, **kwargs
-                )
+                self._producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery, **kwargs)
                 break
             except BufferError:
                 self._producer.poll(0.05)  # local queue full: serve delivery reports, then retry
@@ -72,7 +70,9 @@ class OutputProducer:
                 if err is not None and is_permanent_delivery_error(err):
                     raise ProduceError(
                         f"output to {topic!r} refused: {err.str()}",
-                        topic=in_topic, partition=in_partition, offset=in_offset,
+                        topic=in_topic,
+                        partition=in_partition,
+                        offset=in_offset,
                     ) from exc
                 raise as_eos_error(exc, f"producing to {topic!r}") from exc
         self._sent += 1
@@ -90,7 +90,9 @@ class OutputProducer:
             reason = tmd.error.str() if tmd is not None and tmd.error is not None else "not found"
             raise ProduceError(
                 f"output topic {topic!r} is not available: {reason}",
-                topic=in_topic, partition=in_partition, offset=in_offset,
+                topic=in_topic,
+                partition=in_partition,
+                offset=in_offset,
             )
         self._known_topics.add(topic)
 
@@ -109,11 +111,15 @@ class OutputProducer:
             if is_permanent_delivery_error(err):
                 raise ProduceError(
                     f"output to {out_topic!r} refused: {err.str()}",
-                    topic=in_topic, partition=in_partition, offset=in_offset,
+                    topic=in_topic,
+                    partition=in_partition,
+                    offset=in_offset,
                 )
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
         if remaining:
-            raise TransactionAbortableError(f"{remaining} output records undelivered after {self._timeout_s:g}s")
+            raise TransactionAbortableError(
+                f"{remaining} output records undelivered after {self._timeout_s:g}s"
+            )
 
     # -- transactions (exactly_once) -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ Rows are streamed; only the open transaction's rows are kept (for a redo), at mo
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -73,8 +74,15 @@ Process = Callable[[Any, Any], Any]
 
 
 class PartitionTask:
-    def __init__(self, config: Config, topic: str, partition: int, batch_id: int, layout: Layout,
-                 process: Process | None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        topic: str,
+        partition: int,
+        batch_id: int,
+        layout: Layout,
+        process: Process | None,
+    ) -> None:
         self.config = config
         self.topic = topic
         self.partition = partition
@@ -136,7 +144,10 @@ class PartitionTask:
         if reuse:
             self.producer, self.reused = producers.acquire(self.config, self.stats.transactional_id)
         else:
-            self.producer, self.reused = producers.OutputProducer(self.config, self.stats.transactional_id), False
+            self.producer, self.reused = (
+                producers.OutputProducer(self.config, self.stats.transactional_id),
+                False,
+            )
         if self.config.exactly_once and not self.producer.initialized:
             self.producer.init_transactions(self.log)
 
@@ -152,7 +163,9 @@ class PartitionTask:
                 if attempt:
                     self._replay()
                 elif self.checkpoint is None:
-                    self.checkpoint = Checkpoint(self.config, self.producer, self.topic, self.partition, self.log)
+                    self.checkpoint = Checkpoint(
+                        self.config, self.producer, self.topic, self.partition, self.log
+                    )
                 action()
                 return
             except TransactionAbortableError as exc:
@@ -175,7 +188,9 @@ class PartitionTask:
                 self._start_producer(reuse=False)
                 self._read_committed()
                 if self.committed is not None:
-                    self.stats.skipped += sum(1 for r in self.pending if r[self.layout.offset] < self.committed)
+                    self.stats.skipped += sum(
+                        1 for r in self.pending if r[self.layout.offset] < self.committed
+                    )
                     self.pending = [r for r in self.pending if r[self.layout.offset] >= self.committed]
                 self.checkpoint = None
             except FatalError as exc:
@@ -220,14 +235,20 @@ class PartitionTask:
             try:
                 outs = list(outputs_of(self.process(row, None)))
             except OutputTypeError as exc:
-                raise ProcessError(str(exc), topic=self.topic, partition=self.partition, offset=offset) from exc
+                raise ProcessError(
+                    str(exc), topic=self.topic, partition=self.partition, offset=offset
+                ) from exc
             except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
                 raise ProcessError(
                     f"process raised {type(exc).__name__}: {exc}",
-                    topic=self.topic, partition=self.partition, offset=offset,
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=offset,
                 ) from exc
         for out in outs:
-            self.producer.produce(out, out.topic or self.config.output_topic, self.topic, self.partition, offset)
+            self.producer.produce(
+                out, out.topic or self.config.output_topic, self.topic, self.partition, offset
+            )
             self.stats.records_out += 1
         self.checkpoint.mark(offset)
 
@@ -246,10 +267,12 @@ class PartitionTask:
         self.checkpoint = None
 
 
-def run_partition(config: Config, batch_id: int, layout: Layout, process: Process | None,
-                  rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
+def run_partition(
+    config: Config, batch_id: int, layout: Layout, process: Process | None, rows: Iterator[Any]
+) -> Iterator[dict[str, Any]]:
     """`mapPartitions` function: one PartitionTask per contiguous (topic, partition) run."""
-    key = (lambda r: (r[layout.topic], r[layout.partition]))
-    for (topic, partition), tp_rows in itertools.groupby(rows, key=key):
+    for (topic, partition), tp_rows in itertools.groupby(
+        rows, key=operator.itemgetter(layout.topic, layout.partition)
+    ):
         task = PartitionTask(config, topic, partition, batch_id, layout, process)
         yield attrs.asdict(task.run(tp_rows))

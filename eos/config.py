@@ -110,7 +110,9 @@ class Config:
             )
         if self.output_topic is None and self.output_topic_column is None:
             raise ConfigError("output_topic", "set output_topic or output_topic_column")
-        if self.output_topic is not None and (not _NAME.match(self.output_topic) or len(self.output_topic) > 249):
+        if self.output_topic is not None and (
+            not _NAME.match(self.output_topic) or len(self.output_topic) > 249
+        ):
             raise ConfigError("output_topic", f"{self.output_topic!r} is not a legal Kafka topic name")
         for name in ("output_topic_column", "output_partition_column"):
             value = getattr(self, name)
@@ -119,7 +121,8 @@ class Config:
         if self.commit_interval_ms >= self.transaction_timeout_ms:
             raise ConfigError(
                 "commit_interval_ms",
-                f"{self.commit_interval_ms} must be below transaction_timeout_ms ({self.transaction_timeout_ms})",
+                f"{self.commit_interval_ms} must be below transaction_timeout_ms"
+                f" ({self.transaction_timeout_ms})",
             )
         if self.starting_offsets not in ("earliest", "latest"):
             raise ConfigError("starting_offsets", f"{self.starting_offsets!r} is not 'earliest' or 'latest'")

@@ -179,5 +179,7 @@ def as_eos_error(exc: BaseException, what: str) -> KafkaClientError:
     if kind is Kind.ABORTABLE:
         return TransactionAbortableError(detail, kafka_error=err)
     if is_fenced(err):
-        return FencedError(f"{detail} (fenced by a newer incarnation: this attempt is a zombie)", kafka_error=err)
+        return FencedError(
+            f"{detail} (fenced by a newer incarnation: this attempt is a zombie)", kafka_error=err
+        )
     return FatalError(detail, kafka_error=err)

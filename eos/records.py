@@ -31,7 +31,9 @@ class OutputTypeError(TypeError):
 
     def __init__(self, field: str, value: Any, message: str | None = None) -> None:
         self.field = field
-        super().__init__(message or f"output field {field!r} must be bytes or str, not {type(value).__name__}")
+        super().__init__(
+            message or f"output field {field!r} must be bytes or str, not {type(value).__name__}"
+        )
 
 
 def to_bytes(field: str, value: Any) -> bytes | None:

@@ -71,7 +71,9 @@ class Sink:
         stats = grouped.rdd.mapPartitions(task).collect()  # 4
         summary = self._summarize(batch_id, stats, time.monotonic() - started)  # 5
         self.history.append(summary)
-        self.log.info("batch written", **{k: v for k, v in attrs.asdict(summary).items() if k != "per_partition"})
+        self.log.info(
+            "batch written", **{k: v for k, v in attrs.asdict(summary).items() if k != "per_partition"}
+        )
 
     def _layout(self, df) -> tuple[Layout, list[str]]:
         """Check the batch's columns; return where each one sits in the rows the tasks receive."""
@@ -115,8 +117,14 @@ class Sink:
             return columns.index(name) if name is not None and name in columns else None
 
         layout = Layout(
-            topic=0, partition=1, offset=2, value=3, key=at("key"), headers=at("headers"),
-            out_topic=at(config.output_topic_column), out_partition=at(config.output_partition_column),
+            topic=0,
+            partition=1,
+            offset=2,
+            value=3,
+            key=at("key"),
+            headers=at("headers"),
+            out_topic=at(config.output_topic_column),
+            out_partition=at(config.output_partition_column),
         )
         return layout, columns
 

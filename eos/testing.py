@@ -21,8 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 MARKER_HEADER = "eos.marker"
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None,
-                 timeout: float = 30) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, timeout: float = 30
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])
     try:
@@ -33,8 +34,11 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # wait until every partition has a leader
         md = admin.list_topics(name, timeout=5).topics.get(name)
-        if md is not None and md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 for p in md.partitions.values()
+        if (
+            md is not None
+            and md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 for p in md.partitions.values())
         ):
             return
         time.sleep(0.1)
@@ -50,8 +54,9 @@ def parse_value(value: bytes) -> tuple[str, int, int]:
     return topic, int(partition), int(seq)
 
 
-def produce_sequence(bootstrap: str, topic: str, partitions: int, per_partition: int,
-                     start: int = 0) -> dict[int, list[bytes]]:
+def produce_sequence(
+    bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0
+) -> dict[int, list[bytes]]:
     """Write `per_partition` records with unique, increasing sequence ids to each partition."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
     sent: dict[int, list[bytes]] = defaultdict(list)
@@ -94,25 +99,34 @@ def write_markers(bootstrap: str, topic: str) -> str:
     return marker
 
 
-def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", marker: str | None = None,
-               timeout: float = 60) -> tuple[list[OutputRecord], list[int]]:
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    isolation: str = "read_committed",
+    marker: str | None = None,
+    timeout: float = 60,
+) -> tuple[list[OutputRecord], list[int]]:
     """Read a whole topic. With `marker`, read until that marker is seen in every partition.
 
     Returns the records (markers left out) and the partitions where the marker never became visible
     within `timeout` (a hanging transaction), or where the end was not reached.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"eos-verify-{uuid.uuid4().hex}",
-        "isolation.level": isolation,
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"eos-verify-{uuid.uuid4().hex}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         md = consumer.list_topics(topic, timeout=10).topics[topic]
         partitions = sorted(md.partitions)
-        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        high = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[OutputRecord] = []
         waiting = set(partitions)
@@ -129,7 +143,9 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", ma
                 raise KafkaException(msg.error())
             headers = tuple(msg.headers() or ())
             if any(k == MARKER_HEADER for k, _ in headers):
-                if marker is not None and any(k == MARKER_HEADER and v == marker.encode() for k, v in headers):
+                if marker is not None and any(
+                    k == MARKER_HEADER and v == marker.encode() for k, v in headers
+                ):
                     waiting.discard(msg.partition())
                 continue
             records.append(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
@@ -150,12 +166,14 @@ class Comparison:
 
     @property
     def exactly_once(self) -> bool:
-        return not (self.missing or self.duplicated or self.out_of_order or self.unexpected
-                    or self.hanging_partitions)
+        return not (
+            self.missing or self.duplicated or self.out_of_order or self.unexpected or self.hanging_partitions
+        )
 
 
-def compare(expected: Iterable[bytes], received: Iterable[OutputRecord],
-            hanging_partitions: Iterable[int] = ()) -> Comparison:
+def compare(
+    expected: Iterable[bytes], received: Iterable[OutputRecord], hanging_partitions: Iterable[int] = ()
+) -> Comparison:
     """Compare an output history with the input values it should carry exactly once.
 
     Order: within each output partition, the records of one input partition must keep their input
@@ -165,7 +183,9 @@ def compare(expected: Iterable[bytes], received: Iterable[OutputRecord],
     received_list = list(received)
     received_counts = Counter(r.value for r in received_list)
     missing = sum(max(0, n - received_counts[v]) for v, n in expected_counts.items())
-    duplicated = sum(max(0, n - expected_counts[v]) for v, n in received_counts.items() if v in expected_counts)
+    duplicated = sum(
+        max(0, n - expected_counts[v]) for v, n in received_counts.items() if v in expected_counts
+    )
     unexpected = sum(n for v, n in received_counts.items() if v not in expected_counts)
     out_of_order = 0
     last_seq: dict[tuple[int, str, int], int] = {}
@@ -188,8 +208,9 @@ def compare(expected: Iterable[bytes], received: Iterable[OutputRecord],
     )
 
 
-def verify_exactly_once(bootstrap: str, output_topic: str, expected: Iterable[bytes],
-                        timeout: float = 90) -> Comparison:
+def verify_exactly_once(
+    bootstrap: str, output_topic: str, expected: Iterable[bytes], timeout: float = 90
+) -> Comparison:
     """Write markers, read the output with read_committed until they are visible, and compare."""
     marker = write_markers(bootstrap, output_topic)
     records, hanging = read_topic(bootstrap, output_topic, marker=marker, timeout=timeout)
@@ -212,8 +233,11 @@ class DriverProcess:
         self.log_path = log_path
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            argv, env={**os.environ, **(env or {})}, start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=log,
+            argv,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
         )
 
     def running(self) -> bool:

@@ -32,23 +32,45 @@ def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path)
     once = workdir / f"once-{guarantee}"
     once.mkdir()
     summaries = workdir / f"{guarantee}.jsonl"
-    argv = [sys.executable, str(PIPELINE), "--bootstrap", bootstrap, "--app-id", f"demo-{guarantee}-{run_id}",
-            "--input", source, "--output", output, "--checkpoint", str(workdir / f"ckpt-{guarantee}"),
-            "--summaries", str(summaries), "--max-offsets", "2000"]
-    env = {"EOS_PROCESSING_GUARANTEE": guarantee, "EOS_CRASH_AT": "after_produce",
-           "EOS_CRASH_ONCE_DIR": str(once), "EOS_LOG_LEVEL": "WARNING"}
+    argv = [
+        sys.executable,
+        str(PIPELINE),
+        "--bootstrap",
+        bootstrap,
+        "--app-id",
+        f"demo-{guarantee}-{run_id}",
+        "--input",
+        source,
+        "--output",
+        output,
+        "--checkpoint",
+        str(workdir / f"ckpt-{guarantee}"),
+        "--summaries",
+        str(summaries),
+        "--max-offsets",
+        "2000",
+    ]
+    env = {
+        "EOS_PROCESSING_GUARANTEE": guarantee,
+        "EOS_CRASH_AT": "after_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+        "EOS_LOG_LEVEL": "WARNING",
+    }
     log = str(workdir / f"{guarantee}.log")
 
     driver = DriverProcess(argv, env, log)
     while len(read_summaries(summaries)) < 3 and driver.running():
         time.sleep(0.2)
     killed = driver.kill()
-    print(f"  [{guarantee}] driver SIGKILLed mid-stream after {len(read_summaries(summaries))} batches: {killed}")
+    batches = len(read_summaries(summaries))
+    print(f"  [{guarantee}] driver SIGKILLed mid-stream after {batches} batches: {killed}")
     driver = DriverProcess(argv, env, log)
     if driver.wait() != 0:
         sys.exit(f"pipeline failed:\n{driver.log_tail()}")
     worker_kills = len(list(once.iterdir()))
-    print(f"  [{guarantee}] Python worker SIGKILLed between produce and offset commit: {worker_kills} time(s)")
+    print(
+        f"  [{guarantee}] Python worker SIGKILLed between produce and offset commit: {worker_kills} time(s)"
+    )
     history = read_summaries(summaries)
     return {"summaries": history, "output": output}, worker_kills
 
@@ -75,11 +97,15 @@ def main() -> None:
             rows.append((guarantee, result, skipped))
 
     print()
-    print(f"{'guarantee':<15}{'records in':>11}{'records out':>12}{'duplicates':>11}{'missing':>8}"
-          f"{'out of order':>13}{'hanging txns':>13}{'skipped on replay':>18}")
+    print(
+        f"{'guarantee':<15}{'records in':>11}{'records out':>12}{'duplicates':>11}{'missing':>8}"
+        f"{'out of order':>13}{'hanging txns':>13}{'skipped on replay':>18}"
+    )
     for guarantee, r, skipped in rows:
-        print(f"{guarantee:<15}{r.expected:>11}{r.received:>12}{r.duplicated:>11}{r.missing:>8}"
-              f"{r.out_of_order:>13}{len(r.hanging_partitions):>13}{skipped:>18}")
+        print(
+            f"{guarantee:<15}{r.expected:>11}{r.received:>12}{r.duplicated:>11}{r.missing:>8}"
+            f"{r.out_of_order:>13}{len(r.hanging_partitions):>13}{skipped:>18}"
+        )
     exact = rows[0][1]
     print()
     if exact.exactly_once:

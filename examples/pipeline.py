@@ -33,7 +33,9 @@ def main() -> None:
     args = parser.parse_args()
 
     config = eos.Config.from_env(
-        bootstrap_servers=args.bootstrap, app_id=args.app_id, output_topic=args.output,
+        bootstrap_servers=args.bootstrap,
+        app_id=args.app_id,
+        output_topic=args.output,
         commit_every=args.commit_every,
     )
     spark = eos.spark_session(f"pipeline-{args.app_id}")

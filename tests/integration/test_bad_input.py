@@ -35,8 +35,12 @@ def committed_half(spark, bootstrap, names):
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
     testing.produce_sequence(bootstrap, source, 1, RECORDS)
-    config = eos.Config(bootstrap_servers=bootstrap, app_id=names("app"), output_topic=output,
-                        processing_guarantee="exactly_once")
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
     eos.sink(config)(_batch(spark, bootstrap, source, 0, 100), 0)
     before = _snapshot(bootstrap, config, source, output)
     assert len(before[0]) == 100 and before[1] == {0: 100}
@@ -67,8 +71,14 @@ def test_process_raising_aborts_and_names_the_record(spark, bootstrap, committed
             raise ValueError("cannot enrich this order")
         return eos.Output(row.value, row.key)
 
-    _fails_naming_record(spark, bootstrap, committed_half, eos.sink(config, process),
-                         "ProcessError", "cannot enrich this order")
+    _fails_naming_record(
+        spark,
+        bootstrap,
+        committed_half,
+        eos.sink(config, process),
+        "ProcessError",
+        "cannot enrich this order",
+    )
 
 
 def test_record_too_large_aborts_and_names_the_record(spark, bootstrap, committed_half):
@@ -77,13 +87,21 @@ def test_record_too_large_aborts_and_names_the_record(spark, bootstrap, committe
     def process(row, state):
         return eos.Output(b"x" * 2_000_000 if row.offset == BAD_OFFSET else row.value)
 
-    _fails_naming_record(spark, bootstrap, committed_half, eos.sink(config, process), "ProduceError", "too large")
+    _fails_naming_record(
+        spark, bootstrap, committed_half, eos.sink(config, process), "ProduceError", "too large"
+    )
 
 
-def test_missing_output_topic_from_column_aborts_and_names_the_record(spark, bootstrap, committed_half, names):
+def test_missing_output_topic_from_column_aborts_and_names_the_record(
+    spark, bootstrap, committed_half, names
+):
     config, source, output, _ = committed_half
-    by_column = eos.Config(bootstrap_servers=bootstrap, app_id=config.app_id, output_topic_column="target",
-                           processing_guarantee="exactly_once")
+    by_column = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=config.app_id,
+        output_topic_column="target",
+        processing_guarantee="exactly_once",
+    )
     missing = names("no-such-topic")
 
     class Routed:
@@ -96,11 +114,19 @@ def test_missing_output_topic_from_column_aborts_and_names_the_record(spark, boo
     _fails_naming_record(spark, bootstrap, committed_half, Routed(), "ProduceError", missing)
 
 
-def test_missing_configured_output_topic_fails_before_any_transaction(spark, bootstrap, committed_half, names):
+def test_missing_configured_output_topic_fails_before_any_transaction(
+    spark, bootstrap, committed_half, names
+):
     config, source, output, before = committed_half
     missing = names("no-such-topic")
-    sink = eos.sink(eos.Config(bootstrap_servers=bootstrap, app_id=config.app_id, output_topic=missing,
-                               processing_guarantee="exactly_once"))
+    sink = eos.sink(
+        eos.Config(
+            bootstrap_servers=bootstrap,
+            app_id=config.app_id,
+            output_topic=missing,
+            processing_guarantee="exactly_once",
+        )
+    )
     with pytest.raises(eos.TopicNotFoundError, match=missing):
         sink(_batch(spark, bootstrap, source, 100, RECORDS), 1)
     assert _snapshot(bootstrap, config, source, output) == before
@@ -127,8 +153,13 @@ def test_unreachable_broker_is_an_error_not_a_hang(spark, bootstrap, committed_h
     from eos._localbroker import free_port
 
     config, source, output, before = committed_half
-    nowhere = eos.Config(bootstrap_servers=f"127.0.0.1:{free_port()}", app_id=config.app_id,
-                         output_topic=output, processing_guarantee="exactly_once", operation_timeout_ms=3_000)
+    nowhere = eos.Config(
+        bootstrap_servers=f"127.0.0.1:{free_port()}",
+        app_id=config.app_id,
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        operation_timeout_ms=3_000,
+    )
     with pytest.raises(eos.BrokerUnreachableError, match="no Kafka broker"):
         eos.read_stream(spark, nowhere, [source])
     with pytest.raises(eos.BrokerUnreachableError, match="no Kafka broker"):

@@ -34,8 +34,20 @@ def test_read_committed_sees_only_committed_transactions(bootstrap, names):
 def _localbroker(action: str, local) -> subprocess.CompletedProcess:
     """The same command `make broker-up` / `make broker-down` run."""
     return subprocess.run(
-        [sys.executable, "-m", "eos._localbroker", action, "--home", str(local.home), "--port", str(local.port)],
-        capture_output=True, text=True, timeout=180, check=False,
+        [
+            sys.executable,
+            "-m",
+            "eos._localbroker",
+            action,
+            "--home",
+            str(local.home),
+            "--port",
+            str(local.port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
 
 

@@ -20,8 +20,22 @@ PARTITIONS = 4
 
 
 def _start(bootstrap, app_id, source, output, checkpoint, summaries, env=None, **flags) -> DriverProcess:
-    args = [sys.executable, str(APP), "--bootstrap", bootstrap, "--app-id", app_id, "--input", source,
-            "--output", output, "--checkpoint", str(checkpoint), "--summaries", str(summaries)]
+    args = [
+        sys.executable,
+        str(APP),
+        "--bootstrap",
+        bootstrap,
+        "--app-id",
+        app_id,
+        "--input",
+        source,
+        "--output",
+        output,
+        "--checkpoint",
+        str(checkpoint),
+        "--summaries",
+        str(summaries),
+    ]
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}", str(value)]
     return DriverProcess(args, env=env, log_path=str(Path(summaries).with_suffix(".log")))
@@ -41,7 +55,9 @@ def _seed(bootstrap, names, per_partition):
 def _log_end_offsets(bootstrap, topic) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-end-offsets"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS))
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)
+        )
     finally:
         consumer.close()
 
@@ -54,12 +70,22 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
         output = names(f"out-{guarantee}")
         testing.create_topic(bootstrap, output, PARTITIONS)
         summaries = tmp_path / f"{guarantee}.jsonl"
-        proc = _start(bootstrap, names(f"app-{guarantee}"), source, output, tmp_path / guarantee, summaries,
-                      env={"EOS_PROCESSING_GUARANTEE": guarantee})
+        proc = _start(
+            bootstrap,
+            names(f"app-{guarantee}"),
+            source,
+            output,
+            tmp_path / guarantee,
+            summaries,
+            env={"EOS_PROCESSING_GUARANTEE": guarantee},
+        )
         _finish(proc)
         result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
         assert result.exactly_once, result
-        seen[guarantee] = ({s["guarantee"] for s in read_summaries(summaries)}, _log_end_offsets(bootstrap, output))
+        seen[guarantee] = (
+            {s["guarantee"] for s in read_summaries(summaries)},
+            _log_end_offsets(bootstrap, output),
+        )
     assert seen["at_least_once"][0] == {"at_least_once"}
     assert seen["exactly_once"][0] == {"exactly_once"}
     # The broker's own evidence: transactions leave commit markers in the log, idempotent writes do not.
@@ -76,10 +102,20 @@ def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, 
     once = tmp_path / "once"
     once.mkdir()
     summaries = tmp_path / "summaries.jsonl"
-    proc = _start(bootstrap, names("app"), source, output, tmp_path / "ckpt", summaries,
-                  env={"EOS_PROCESSING_GUARANTEE": guarantee, "EOS_CRASH_AT": "after_produce",
-                       "EOS_CRASH_ONCE_DIR": str(once)},
-                  max_offsets=4_000)
+    proc = _start(
+        bootstrap,
+        names("app"),
+        source,
+        output,
+        tmp_path / "ckpt",
+        summaries,
+        env={
+            "EOS_PROCESSING_GUARANTEE": guarantee,
+            "EOS_CRASH_AT": "after_produce",
+            "EOS_CRASH_ONCE_DIR": str(once),
+        },
+        max_offsets=4_000,
+    )
     _finish(proc)
     assert (once / "crashed-after_produce").exists(), "the crash point never fired"
 
@@ -114,6 +150,8 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     history = read_summaries(summaries)
-    print(f"3 driver kills, {len(history)} batch summaries, skipped on replay "
-          f"{sum(s['skipped'] for s in history)}: {result}")
+    print(
+        f"3 driver kills, {len(history)} batch summaries, skipped on replay "
+        f"{sum(s['skipped'] for s in history)}: {result}"
+    )
     assert result.exactly_once, result

@@ -28,8 +28,11 @@ def seeded(bootstrap, names):
 
 def _config(bootstrap, names, output, guarantee, **kw):
     return eos.Config(
-        bootstrap_servers=bootstrap, app_id=names(f"app-{guarantee}"), output_topic=output,
-        processing_guarantee=guarantee, **kw,
+        bootstrap_servers=bootstrap,
+        app_id=names(f"app-{guarantee}"),
+        output_topic=output,
+        processing_guarantee=guarantee,
+        **kw,
     )
 
 
@@ -70,8 +73,10 @@ def test_rerun_batch_writes_nothing_twice(spark, bootstrap, names, seeded, check
     replayed = rerun.last
     assert replayed.records_in == last.records_in > 0
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
-    print(f"{guarantee}: re-run batch {replayed.batch_id}: skipped {replayed.skipped} of "
-          f"{replayed.records_in}, duplicates in output {result.duplicated}")
+    print(
+        f"{guarantee}: re-run batch {replayed.batch_id}: skipped {replayed.skipped} of "
+        f"{replayed.records_in}, duplicates in output {result.duplicated}"
+    )
     assert result.missing == 0
     if guarantee == "exactly_once":
         assert replayed.skipped == replayed.records_in

@@ -40,9 +40,11 @@ class FakeKafka:
         self.created: list[FakeProducer] = []
         self.released: list[FakeProducer] = []
         self.discarded: list[FakeProducer] = []
+        self.setup: Callable[[FakeProducer], None] = lambda producer: None  # for every new producer
 
-    def producer(self, config, transactional_id, initialized=False) -> FakeProducer:
-        p = FakeProducer(self, transactional_id, initialized)
+    def producer(self, config, transactional_id) -> FakeProducer:
+        p = FakeProducer(self, transactional_id, initialized=False)
+        self.setup(p)
         self.created.append(p)
         return p
 
@@ -196,11 +198,15 @@ def test_transactional_id_comes_from_the_config(kafka):
 
 
 def test_kept_producer_is_not_initialised_again(kafka):
-    kafka.kept = FakeProducer(kafka, "app:in:0", initialized=True)
-    run(config(), range(3))
-    assert "init" not in kafka.kept_calls if hasattr(kafka, "kept_calls") else True
-    assert kafka.released[0].calls[0] == "begin"
+    cfg = config()
+    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    stats = run(cfg, range(3))
+    assert kafka.created == []
+    assert kept.calls[0] == "begin"
+    assert "init" not in kept.calls
+    assert kafka.released == [kept]
     assert kafka.values() == [value(o) for o in range(3)]
+    assert stats.producers_replaced == 0
 
 
 def test_rows_below_the_committed_offset_are_skipped_and_counted(kafka):
@@ -334,25 +340,14 @@ def test_fatal_error_raises_without_redo(kafka):
 
 
 def test_fresh_producer_fenced_is_a_zombie(kafka):
-    cfg = config()
-    producer = kafka.producer(cfg, cfg.transactional_id(IN, 0))
-    producer.fail["send_offsets"] = [fenced()]
-    kafka.kept = None
-    kafka.acquire = lambda config, tid: (producer, False)  # noqa: ARG005
-    pytest.MonkeyPatch().context()
-    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
-    import eos._producer as mod
-
-    original = mod.acquire
-    mod.acquire = kafka.acquire
-    try:
-        with pytest.raises(eos.FencedError):
-            task.run(rows(range(3)))
-    finally:
-        mod.acquire = original
+    kafka.setup = lambda producer: producer.fail.update(send_offsets=[fenced()])
+    task = PartitionTask(config(), IN, 0, 7, LAYOUT, None)
+    with pytest.raises(eos.FencedError):
+        task.run(rows(range(3)))
     assert kafka.outputs == []
     assert task.stats.producers_replaced == 0
-    assert kafka.discarded == [producer]
+    assert kafka.discarded == kafka.created
+    assert kafka.released == []
 
 
 def test_kept_producer_fenced_before_any_commit_is_replaced_once(kafka):
@@ -381,21 +376,15 @@ def test_kept_producer_fenced_before_any_commit_is_replaced_once(kafka):
 
 def test_replacement_fenced_again_raises(kafka):
     cfg = config()
-    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["begin"] = [fenced()]
-    kafka.kept = kept
-    original = kafka.producer
-
-    def fenced_producer(config, tid, initialized=False):
-        p = original(config, tid, initialized)
-        p.fail["begin"] = [fenced()]
-        return p
-
-    producers.OutputProducer = fenced_producer  # restored by the fixture's monkeypatch
+    kafka.setup = lambda producer: producer.fail.update(begin=[fenced()])
     task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
     with pytest.raises(eos.FencedError):
         task.run(rows(range(2)))
     assert task.stats.producers_replaced == 1
+    assert len(kafka.created) == 1
+    assert kafka.discarded == [kept, *kafka.created]
     assert kafka.outputs == []
 
 
