@@ -36,13 +36,15 @@ class Checkpoint:
         self.started = time.monotonic()
         self.last_offset: int | None = None
         self.records = 0
+        self.outputs = 0
         if config.exactly_once:
             producer.begin_transaction(log)
 
-    def mark(self, offset: int) -> None:
-        """The input record at `offset` has been processed and its outputs produced."""
+    def mark(self, offset: int, outputs: int) -> None:
+        """The input record at `offset` has been processed and its `outputs` produced."""
         self.last_offset = offset
         self.records += 1
+        self.outputs += outputs
 
     def due(self) -> bool:
         return (

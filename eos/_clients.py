@@ -81,8 +81,14 @@ def spark_source_options(config: Config) -> dict[str, str]:
             if mechanism == "PLAIN"
             else "org.apache.kafka.common.security.scram.ScramLoginModule"
         )
-        options["kafka.sasl.jaas.config"] = f'{module} required username="{username}" password="{password}";'
+        options["kafka.sasl.jaas.config"] = (
+            f'{module} required username="{_jaas_quote(username)}" password="{_jaas_quote(password)}";'
+        )
     return options
+
+
+def _jaas_quote(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 _lock = threading.Lock()

@@ -227,8 +227,6 @@ class PartitionTask:
                     row[layout.value],
                     row[layout.key] if layout.key is not None else None,
                     row[layout.headers] if layout.headers is not None else None,
-                    row[layout.out_topic] if layout.out_topic is not None else None,
-                    row[layout.out_partition] if layout.out_partition is not None else None,
                 ),
             )
         else:
@@ -245,12 +243,16 @@ class PartitionTask:
                     partition=self.partition,
                     offset=offset,
                 ) from exc
+        # An output without its own topic / partition takes the row's column, else the config's topic.
+        row_topic = row[layout.out_topic] if layout.out_topic is not None else self.config.output_topic
+        row_partition = row[layout.out_partition] if layout.out_partition is not None else None
+        produced = 0
         for out in outs:
-            self.producer.produce(
-                out, out.topic or self.config.output_topic, self.topic, self.partition, offset
-            )
-            self.stats.records_out += 1
-        self.checkpoint.mark(offset)
+            if out.partition is None and row_partition is not None:
+                out.partition = row_partition
+            self.producer.produce(out, out.topic or row_topic, self.topic, self.partition, offset)
+            produced += 1
+        self.checkpoint.mark(offset, produced)
 
     def _commit(self) -> None:
         if self.checkpoint.records == 0:  # everything pending was committed by the incarnation we fenced
@@ -259,6 +261,7 @@ class PartitionTask:
             return
         seconds = self.checkpoint.commit()
         self.stats.transactions += 1
+        self.stats.records_out += self.checkpoint.outputs
         self.stats.commit_seconds_total += seconds
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = self.checkpoint.last_offset

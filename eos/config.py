@@ -25,7 +25,7 @@ _GUARANTEE_ALIASES = {
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-_SECRET = re.compile(r"password|secret|jaas|token|credential|key\.pem|private", re.IGNORECASE)
+_SECRET = re.compile(r"password|secret|jaas|token|credential|key\.pem|keystore\.key|private", re.IGNORECASE)
 
 # Settings eos owns: letting a passthrough override them would silently break the protocol.
 _RESERVED = {
@@ -65,6 +65,11 @@ def _positive(instance: Config, attribute: attrs.Attribute, value: int) -> None:
         raise ConfigError(attribute.name, f"must be a positive integer, got {value!r}")
 
 
+def _non_negative(instance: Config, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(attribute.name, f"must be an integer >= 0, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class Config:
     """Settings for one eos application (one consumer group, one transactional.id prefix)."""
@@ -87,7 +92,7 @@ class Config:
     #: Deadline for retrying retriable errors and for reaching the broker.
     operation_timeout_ms: int = attrs.field(default=30_000, validator=_positive)
     #: How often a partition's batch is redone after an abortable error before giving up.
-    max_redo: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    max_redo: int = attrs.field(default=3, validator=_non_negative)
     #: Where input partitions without a committed offset start: "earliest" or "latest".
     starting_offsets: str = "earliest"
     #: Client settings for every Kafka client eos creates (security settings go here).
@@ -102,7 +107,7 @@ class Config:
             raise ConfigError("bootstrap_servers", "must name at least one host:port")
         for server in servers:
             host, _, port = server.rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError("bootstrap_servers", f"{server!r} is not host:port")
         if not self.app_id or not _NAME.match(self.app_id) or len(self.app_id) > 200:
             raise ConfigError(

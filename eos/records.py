@@ -62,8 +62,14 @@ def outputs_of(result: Any) -> Iterable[Output]:
     """Normalise what `process` returned into Output records."""
     if result is None:
         return ()
-    if isinstance(result, Output | Mapping | bytes | str):
+    if isinstance(result, Output | Mapping | bytes | bytearray | memoryview | str):
         result = (result,)
+    elif not isinstance(result, Iterable):
+        raise OutputTypeError(
+            "value",
+            result,
+            f"process returned a {type(result).__name__}, not an Output or an iterable of them",
+        )
     return (_one(r) for r in result)
 
 
@@ -75,7 +81,9 @@ def _one(item: Any) -> Output:
         if unknown:
             field = sorted(unknown)[0]
             raise OutputTypeError(field, item, f"output has unknown field {field!r}")
+        if "value" not in item:
+            raise OutputTypeError("value", item, "output mapping has no 'value' field")
         return Output(**item)
-    if isinstance(item, bytes | str):
+    if isinstance(item, bytes | bytearray | memoryview | str):
         return Output(item)
     raise OutputTypeError("value", item, f"process returned a {type(item).__name__}, not an Output")

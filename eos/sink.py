@@ -102,7 +102,13 @@ class Sink:
         if self.process is not None:
             # `process` sees whole rows; eos reads only the input coordinates from them.
             columns = list(df.columns)
-            return Layout(*(columns.index(c) for c in _INPUT)), columns
+            out_topic, out_partition = config.output_topic_column, config.output_partition_column
+            layout = Layout(
+                *(columns.index(c) for c in _INPUT),
+                out_topic=columns.index(out_topic) if out_topic else None,
+                out_partition=columns.index(out_partition) if out_partition else None,
+            )
+            return layout, columns
 
         check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
         columns = [*_INPUT, "value"]

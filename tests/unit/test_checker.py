@@ -119,7 +119,9 @@ def test_spread_over_two_output_partitions_but_reordered_in_one():
 
 
 @pytest.mark.parametrize(
-    "extra", [[seq_value("other-topic", 0, 1)], [seq_value(IN, 0, 99), b"garbage", None]], ids=["one", "three"]
+    "extra",
+    [[seq_value("other-topic", 0, 1)], [seq_value(IN, 0, 99), b"garbage", None]],
+    ids=["one", "three"],
 )
 def test_unexpected_values_counted(extra):
     sent = inputs()

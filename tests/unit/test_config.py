@@ -104,7 +104,9 @@ INVALID = [
 ]
 
 
-@pytest.mark.parametrize(("field", "overrides"), INVALID, ids=[f"{f}-{i}" for i, (f, _) in enumerate(INVALID)])
+@pytest.mark.parametrize(
+    ("field", "overrides"), INVALID, ids=[f"{f}-{i}" for i, (f, _) in enumerate(INVALID)]
+)
 def test_invalid_setting_raises_config_error_naming_the_field(field, overrides):
     with pytest.raises(eos.ConfigError) as info:
         make(**overrides)
@@ -141,7 +143,11 @@ def test_from_env_reads_every_scalar_and_parses_ints():
             "UNRELATED": "x",
         }
     )
-    assert (config.bootstrap_servers, config.app_id, config.output_topic) == ("broker:9092", "env-app", "env-out")
+    assert (config.bootstrap_servers, config.app_id, config.output_topic) == (
+        "broker:9092",
+        "env-app",
+        "env-out",
+    )
     assert config.processing_guarantee == "exactly_once"
     assert config.commit_every == 25
     assert config.transaction_timeout_ms == 90_000
@@ -149,7 +155,9 @@ def test_from_env_reads_every_scalar_and_parses_ints():
     assert config.starting_offsets == "latest"
 
 
-@pytest.mark.parametrize(("var", "field"), [("EOS_COMMIT_EVERY", "commit_every"), ("EOS_MAX_REDO", "max_redo")])
+@pytest.mark.parametrize(
+    ("var", "field"), [("EOS_COMMIT_EVERY", "commit_every"), ("EOS_MAX_REDO", "max_redo")]
+)
 def test_from_env_int_parse_error_names_the_variable(var, field):
     with pytest.raises(eos.ConfigError) as info:
         eos.Config.from_env({**ENV, var: "ten"})
@@ -243,7 +251,9 @@ def test_from_properties_application_id_alias_and_overrides():
 
 def test_from_properties_int_parse_error_names_the_key():
     with pytest.raises(eos.ConfigError) as info:
-        eos.Config.from_properties({"bootstrap.servers": "b:1", "app.id": "a", "output.topic": "o", "max.redo": "x"})
+        eos.Config.from_properties(
+            {"bootstrap.servers": "b:1", "app.id": "a", "output.topic": "o", "max.redo": "x"}
+        )
     assert info.value.field == "max_redo"
     assert "max.redo" in str(info.value)
 
@@ -258,9 +268,19 @@ def test_from_properties_int_parse_error_names_the_key():
             {"processing.guarantee": "twice"},
         ),
         ("app_id", {"app_id": "bad id"}, {"EOS_APP_ID": "bad id"}, {"app.id": "bad id"}),
-        ("bootstrap_servers", {"bootstrap_servers": ""}, {"EOS_BOOTSTRAP_SERVERS": ""}, {"bootstrap.servers": ""}),
+        (
+            "bootstrap_servers",
+            {"bootstrap_servers": ""},
+            {"EOS_BOOTSTRAP_SERVERS": ""},
+            {"bootstrap.servers": ""},
+        ),
         ("commit_every", {"commit_every": 0}, {"EOS_COMMIT_EVERY": "0"}, {"commit.every": "0"}),
-        ("starting_offsets", {"starting_offsets": "now"}, {"EOS_STARTING_OFFSETS": "now"}, {"starting.offsets": "now"}),
+        (
+            "starting_offsets",
+            {"starting_offsets": "now"},
+            {"EOS_STARTING_OFFSETS": "now"},
+            {"starting.offsets": "now"},
+        ),
         (
             "producer.transactional.id",
             {"producer": {"transactional.id": "x"}},

@@ -43,7 +43,9 @@ def test_classify(err, kind):
 
 
 @pytest.mark.parametrize("code", FENCED)
-@pytest.mark.parametrize("flags", [{}, {"retriable": True}, {"abort": True}, {"retriable": True, "abort": True}])
+@pytest.mark.parametrize(
+    "flags", [{}, {"retriable": True}, {"abort": True}, {"retriable": True, "abort": True}]
+)
 def test_fenced_codes_are_fatal_whatever_the_flags(code, flags):
     err = kerr(code, **flags)
     assert classify(err) is Kind.FATAL
@@ -159,6 +161,8 @@ def test_errors_module_imports_nothing_from_eos():
         name
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
-        for name in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        )
     ]
     assert imported and not [n for n in imported if n == "eos" or n.startswith("eos.")], imported

@@ -98,3 +98,8 @@ def test_malformed_result_raises_output_type_error(result):
     would read as if `process` itself had raised."""
     with pytest.raises(OutputTypeError):
         list(outputs_of(result))
+
+
+def test_a_bare_bytearray_is_one_value_like_bytes():
+    """`to_bytes` accepts bytearray values; returned alone, one is iterated into ints today."""
+    assert [to_bytes("value", o.value) for o in outputs_of(bytearray(b"v"))] == [b"v"]

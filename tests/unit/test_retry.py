@@ -76,7 +76,10 @@ def test_zero_timeout_tries_once():
     [
         (KafkaError(KafkaError._FAIL, "unknown"), eos.FatalError),
         (KafkaError(KafkaError._FAIL, "fatal", fatal=True, retriable=True), eos.FatalError),
-        (KafkaError(KafkaError._FAIL, "abort", txn_requires_abort=True, retriable=True), eos.TransactionAbortableError),
+        (
+            KafkaError(KafkaError._FAIL, "abort", txn_requires_abort=True, retriable=True),
+            eos.TransactionAbortableError,
+        ),
         (KafkaError(KafkaError.PRODUCER_FENCED, "fenced", retriable=True), eos.FencedError),
         (KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "epoch"), eos.FencedError),
     ],

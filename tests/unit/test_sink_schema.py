@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import eos
@@ -55,7 +58,9 @@ def test_key_and_headers_are_optional():
 
 
 @pytest.mark.parametrize(
-    "retype", [{"value": "string"}, {"key": "string"}, {"offset": "int"}], ids=["str-value", "str-key", "int-offset"]
+    "retype",
+    [{"value": "string"}, {"key": "string"}, {"offset": "int"}],
+    ids=["str-value", "str-key", "int-offset"],
 )
 def test_other_accepted_types(retype):
     _, columns = layout(df(retype=retype))
@@ -103,11 +108,23 @@ def test_schema_error_is_raised_before_the_broker_or_spark_is_touched(monkeypatc
 
 
 def test_with_process_value_is_not_required_and_all_columns_are_kept():
-    batch = FakeDF([("id", "bigint"), ("offset", "bigint"), ("payload", "string"), ("partition", "int"), ("topic", "string")])
+    batch = FakeDF(
+        [
+            ("id", "bigint"),
+            ("offset", "bigint"),
+            ("payload", "string"),
+            ("partition", "int"),
+            ("topic", "string"),
+        ]
+    )
     result, columns = layout(batch, process=lambda row, state: None)
     assert columns == batch.columns
     assert (result.topic, result.partition, result.offset) == (4, 3, 1)
-    assert [columns[result.topic], columns[result.partition], columns[result.offset]] == ["topic", "partition", "offset"]
+    assert [columns[result.topic], columns[result.partition], columns[result.offset]] == [
+        "topic",
+        "partition",
+        "offset",
+    ]
 
 
 def test_with_process_the_input_coordinates_are_still_required():
@@ -145,3 +162,13 @@ def test_output_topic_and_partition_columns_are_checked(kw, extra, column):
 def test_output_columns_are_checked_with_process_too():
     with pytest.raises(eos.BatchSchemaError, match="'dest'"):
         layout(df(), process=lambda row, state: None, output_topic=None, output_topic_column="dest")
+
+
+def test_importing_eos_does_not_import_pyspark():
+    """The sink, config and checker work without a JVM: pyspark is imported only where a session starts."""
+    code = (
+        "import sys, eos, eos.sink, eos.testing\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -35,7 +35,9 @@ class FakeKafka:
         self.offsets: dict[tuple[str, int], int] = {}
         self.offset_commits: list[int] = []
         self.events: list[tuple] = []
-        self.kept: FakeProducer | None = None  # handed out by acquire() as a producer kept from an earlier task
+        self.kept: FakeProducer | None = (
+            None  # handed out by acquire() as a producer kept from an earlier task
+        )
         self.acquired: list[str | None] = []
         self.created: list[FakeProducer] = []
         self.released: list[FakeProducer] = []
@@ -128,7 +130,9 @@ def kafka(monkeypatch) -> FakeKafka:
     monkeypatch.setattr(producers, "OutputProducer", k.producer)
     monkeypatch.setattr(producers, "release", k.released.append)
     monkeypatch.setattr(producers, "discard", k.discarded.append)
-    monkeypatch.setattr(_offsets, "committed", lambda config, tps, log=None: {tp: k.offsets.get(tp) for tp in tps})
+    monkeypatch.setattr(
+        _offsets, "committed", lambda config, tps, log=None: {tp: k.offsets.get(tp) for tp in tps}
+    )
 
     def commit(config, topic, partition, next_offset, log=None):
         k.events.append(("offset_commit", next_offset))
@@ -179,7 +183,14 @@ def test_commits_every_n_records_each_with_its_own_offset(kafka):
     assert (stats.records_in, stats.records_out, stats.transactions, stats.skipped) == (5, 5, 3, 0)
     assert (stats.first_offset, stats.last_offset, stats.aborted, stats.redos) == (0, 4, 0, 0)
     [producer] = kafka.created
-    assert producer.calls == ["init"] + ["begin", "produce", "produce", "flush", "send_offsets", "commit"] * 2 + [
+    assert producer.calls == ["init"] + [
+        "begin",
+        "produce",
+        "produce",
+        "flush",
+        "send_offsets",
+        "commit",
+    ] * 2 + [
         "begin",
         "produce",
         "flush",
@@ -243,6 +254,31 @@ def test_process_outputs_and_offsets_advance_without_output(kafka):
     assert kafka.outputs == [("other", b"a0", 0), ("out", b"b0", 0), ("other", b"a2", 2), ("out", b"b2", 2)]
     assert kafka.offsets[(IN, 0)] == 4
     assert stats.records_out == 4
+
+
+def test_process_outputs_default_to_the_output_topic_column(kafka):
+    """SPEC: the output topic comes from config.output_topic or from the column that config names.
+    The sink checks that column with `process=` too; an Output without a topic of its own must then
+    go to the row's column, not to None."""
+
+    class Batch:
+        columns = ["topic", "partition", "offset", "dest", "payload"]
+        dtypes = [
+            ("topic", "string"),
+            ("partition", "int"),
+            ("offset", "bigint"),
+            ("dest", "string"),
+            ("payload", "string"),
+        ]
+
+    def process(row, state):
+        return row[4]
+
+    cfg = config(output_topic=None, output_topic_column="dest")
+    layout, columns = Sink(cfg, process)._layout(Batch())
+    batch = [(IN, 0, o, f"dest-{o % 2}", f"p{o}") for o in range(4)]
+    PartitionTask(cfg, IN, 0, 7, layout, process).run(batch)
+    assert kafka.outputs == [(f"dest-{o % 2}", f"p{o}", o) for o in range(4)]
 
 
 # -- abortable errors: abort and redo --------------------------------------------------------------
@@ -424,12 +460,18 @@ def test_at_least_once_flushes_then_commits_offsets_to_the_group(kafka):
 def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
     cfg = config(commit_every=2)
     kafka.offsets[("a", 1)] = 1
-    batch = rows(range(3), partition=0, topic="a") + rows(range(3), partition=1, topic="a") + rows([5], topic="b")
+    batch = (
+        rows(range(3), partition=0, topic="a") + rows(range(3), partition=1, topic="a") + rows([5], topic="b")
+    )
     stats = list(run_partition(cfg, 7, LAYOUT, None, iter(batch)))
     assert [(s["topic"], s["partition"]) for s in stats] == [("a", 0), ("a", 1), ("b", 0)]
     assert [s["records_in"] for s in stats] == [3, 3, 1]
     assert [s["skipped"] for s in stats] == [0, 1, 0]
-    assert kafka.acquired == [cfg.transactional_id("a", 0), cfg.transactional_id("a", 1), cfg.transactional_id("b", 0)]
+    assert kafka.acquired == [
+        cfg.transactional_id("a", 0),
+        cfg.transactional_id("a", 1),
+        cfg.transactional_id("b", 0),
+    ]
     assert kafka.offsets == {("a", 0): 3, ("a", 1): 3, ("b", 0): 6}
 
     summary = Sink(cfg)._summarize(7, stats, 1.23456)
