@@ -22,6 +22,7 @@ from eos.errors import (
 from eos.records import Output
 from eos.session import read_stream, spark_session, starting_offsets
 from eos.sink import BatchSummary, Sink, sink
+from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
 __version__ = "0.1.0"
 
@@ -31,18 +32,25 @@ __all__ = [
     "BatchSchemaError",
     "BatchSummary",
     "BrokerUnreachableError",
+    "BytesSerde",
     "Config",
     "ConfigError",
     "EosError",
     "FatalError",
     "FencedError",
+    "JsonSerde",
     "KafkaClientError",
     "Output",
     "ProcessError",
     "ProduceError",
     "RecordError",
     "RetriableError",
+    "Serde",
     "Sink",
+    "State",
+    "Store",
+    "StoreSpec",
+    "StrSerde",
     "TopicNotFoundError",
     "TransactionAbortableError",
     "read_stream",

@@ -1,16 +1,22 @@
 """Where the commit happens: one `Checkpoint` per transaction of one input topic-partition.
 
 `Checkpoint.commit()`, exactly_once:
+    0. Produce the state stores' open writes to their changelog topics, inside the transaction.
     1. Flush the producer and check every delivery report. A failed output raises, naming its input
        record; the caller aborts the transaction.
     2. Send the input offset (last processed + 1) to the transaction, with the group metadata of
        `app_id`, so the offset commits atomically with the outputs.
-    3. Commit the transaction: outputs and offset become visible to read_committed readers together.
+    3. Commit the transaction: outputs, changelog records and offset become visible together.
+    4. Apply the state writes to the local stores with the changelog offset they reach, and write
+       each store's checkpoint file.
 
 `Checkpoint.commit()`, at_least_once (idempotent producer, no transaction):
+    0. Produce the state stores' open writes to their changelog topics.
     1. Flush the producer and check every delivery report.
     2. (nothing: there is no transaction to carry the offset)
-    3. Commit the input offset to the group synchronously. A crash between 1 and 3 re-sends the outputs.
+    3. Commit the input offset to the group synchronously. A crash between 1 and 3 re-sends the outputs
+       (and recovery skips changelog records of input at or past the committed offset).
+    4. As above.
 
 The crash points between the steps (`eos._crash`) are the faults F2, F3 and F4.
 """
@@ -23,12 +29,22 @@ from confluent_kafka import TopicPartition
 
 from eos import _crash, _offsets
 from eos._producer import OutputProducer
+from eos._recovery import PartitionState
 from eos.config import Config
 
 
 class Checkpoint:
-    def __init__(self, config: Config, producer: OutputProducer, topic: str, partition: int, log) -> None:
+    def __init__(
+        self,
+        config: Config,
+        producer: OutputProducer,
+        topic: str,
+        partition: int,
+        log,
+        state: PartitionState | None = None,
+    ) -> None:
         self.config = config
+        self.state = state
         self.producer = producer
         self.topic = topic
         self.partition = partition
@@ -50,12 +66,16 @@ class Checkpoint:
         return (
             self.records >= self.config.commit_every
             or (time.monotonic() - self.started) * 1000 >= self.config.commit_interval_ms
+            or (self.state is not None and self.state.pending_keys() >= self.config.state_buffer_max_keys)
         )
 
     def commit(self) -> float:
         """Run the steps in the module docstring; returns the seconds they took."""
         t0 = time.monotonic()
         next_offset = self.last_offset + 1
+        # 0. State writes to the changelogs.
+        if self.state is not None:
+            self.state.produce_changelog(self.producer)
         # 1. Flush and check every delivery report.
         self.producer.flush_and_check(self.topic, self.partition)
         _crash.point("after_produce")
@@ -73,6 +93,9 @@ class Checkpoint:
             # 3. at_least_once: the offset is committed after the outputs are acknowledged.
             _offsets.commit(self.config, self.topic, self.partition, next_offset, self.log)
         _crash.point("after_commit")
+        # 4. Local stores and checkpoint files.
+        if self.state is not None:
+            self.state.on_commit(self.producer)
         return time.monotonic() - t0
 
     def abort(self) -> None:

@@ -109,6 +109,24 @@ def admin(config: Config) -> AdminClient:
         return _admins[key]
 
 
+def restore_consumer(config: Config) -> Consumer:
+    """A read_committed consumer for reading changelogs by assignment (it never commits)."""
+    settings = consumer_settings(
+        config,
+        **{
+            "group.id": f"{config.app_id}-restore",
+            "enable.partition.eof": True,
+            # A roll-forward is often just the commit marker after the local offset: answer fast.
+            "fetch.wait.max.ms": 10,
+        },
+    )
+    with _lock:
+        key = _key(settings)
+        if key not in _consumers:
+            _consumers[key] = Consumer(settings)
+        return _consumers[key]
+
+
 def group_consumer(config: Config) -> Consumer:
     """A consumer of the group `app_id` that never subscribes: used to read and commit its offsets
     and for its group metadata. It does not join the group, so the group has no members."""

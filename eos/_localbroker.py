@@ -199,10 +199,12 @@ class LocalBroker:
         )
 
     def _tail(self, lines: int = 30) -> str:
-        log = self.log_dir / "server.log"
-        if not log.exists():
-            return ""
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        out = []
+        for name in ("server.log", "broker.out"):
+            log = self.log_dir / name
+            if log.exists():
+                out += log.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(out)
 
     def down(self, timeout: float = 60.0) -> bool:
         """Stop the recorded broker process (SIGTERM, then SIGKILL). Returns whether one was running."""
@@ -244,12 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["up", "down", "status"])
     parser.add_argument("--home", type=Path)
     parser.add_argument("--port", type=int)
+    parser.add_argument("--controller-port", type=int, help="default: port + 1")
     args = parser.parse_args(argv)
     broker = default_broker()
     if args.home:
         broker.home = args.home
     if args.port:
         broker = LocalBroker(home=broker.home, port=args.port)
+    if args.controller_port:
+        broker.controller_port = args.controller_port
     try:
         if args.action == "up":
             was_up = broker.pid() is not None

@@ -43,6 +43,8 @@ class OutputProducer:
         self._failure: tuple[KafkaError, str, int] | None = None
         self._sent = 0
         self._known_topics: set[str] = set()
+        #: highest delivered offset per (topic, partition): where a changelog now ends
+        self.delivered_offsets: dict[tuple[str, int], int] = {}
         self.initialized = False
         self.in_transaction = False
 
@@ -97,8 +99,13 @@ class OutputProducer:
         self._known_topics.add(topic)
 
     def _on_delivery(self, in_offset: int, err: KafkaError | None, msg) -> None:
-        if err is not None and self._failure is None:
-            self._failure = (err, msg.topic(), in_offset)
+        if err is not None:
+            if self._failure is None:
+                self._failure = (err, msg.topic(), in_offset)
+            return
+        key = (msg.topic(), msg.partition())
+        if msg.offset() > self.delivered_offsets.get(key, -1):
+            self.delivered_offsets[key] = msg.offset()
 
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record."""

@@ -32,9 +32,11 @@ from eos import _crash, _offsets
 from eos import _producer as producers
 from eos._checkpoint import Checkpoint
 from eos._log import get_logger
+from eos._recovery import PartitionState
 from eos.config import Config
 from eos.errors import FatalError, FencedError, ProcessError, RecordError, TransactionAbortableError
 from eos.records import Output, OutputTypeError, outputs_of
+from eos.state import State, StoreSpec
 
 
 @attrs.frozen
@@ -68,6 +70,7 @@ class PartitionStats:
     first_offset: int | None = None
     last_offset: int | None = None
     committed_before: int | None = None
+    restored: int = 0
 
 
 Process = Callable[[Any, Any], Any]
@@ -82,8 +85,10 @@ class PartitionTask:
         batch_id: int,
         layout: Layout,
         process: Process | None,
+        stores: dict[str, StoreSpec] | None = None,
     ) -> None:
         self.config = config
+        self.stores = stores or {}
         self.topic = topic
         self.partition = partition
         self.layout = layout
@@ -98,6 +103,8 @@ class PartitionTask:
         self.committed: int | None = None
         self.pending: list[Any] = []  # rows of the open transaction, kept for a redo
         self.checkpoint: Checkpoint | None = None
+        self.state: PartitionState | None = None
+        self.view = State({})
 
     # -- the protocol --------------------------------------------------------------------------------
 
@@ -107,6 +114,11 @@ class PartitionTask:
         try:
             self._start_producer(reuse=True)  # 2, 3
             self._read_committed()  # 4
+            if self.stores:
+                self.state = PartitionState(self.config, self.stores, self.topic, self.partition, self.log)
+                self.state.open(self.committed)
+                self.view = self.state.view
+                self.stats.restored = self.state.restored
             _crash.point("before_produce")
             for row in rows:
                 self.stats.records_in += 1
@@ -125,6 +137,10 @@ class PartitionTask:
                 producers.discard(self.producer)
                 self.producer = None
             raise
+        finally:
+            if self.state is not None:
+                self.stats.restored = self.state.restored
+                self.state.close()
         producers.release(self.producer)
         self.producer = None
         self.log.info(
@@ -163,9 +179,7 @@ class PartitionTask:
                 if attempt:
                     self._replay()
                 elif self.checkpoint is None:
-                    self.checkpoint = Checkpoint(
-                        self.config, self.producer, self.topic, self.partition, self.log
-                    )
+                    self.checkpoint = self._begin()
                 action()
                 return
             except TransactionAbortableError as exc:
@@ -187,6 +201,8 @@ class PartitionTask:
                 self.stats.producers_replaced += 1
                 self._start_producer(reuse=False)
                 self._read_committed()
+                if self.state is not None:
+                    self.state.reopen(self.committed)
                 if self.committed is not None:
                     self.stats.skipped += sum(
                         1 for r in self.pending if r[self.layout.offset] < self.committed
@@ -199,9 +215,12 @@ class PartitionTask:
 
     def _replay(self) -> None:
         """Begin a new transaction and produce the open transaction's rows again."""
-        self.checkpoint = Checkpoint(self.config, self.producer, self.topic, self.partition, self.log)
+        self.checkpoint = self._begin()
         for row in self.pending:
             self._produce_row(row)
+
+    def _begin(self) -> Checkpoint:
+        return Checkpoint(self.config, self.producer, self.topic, self.partition, self.log, self.state)
 
     def _abort(self, exc: BaseException) -> None:
         self.stats.aborted += 1
@@ -209,6 +228,8 @@ class PartitionTask:
         if self.checkpoint is not None:
             self.checkpoint.abort()
         self.checkpoint = None
+        if self.state is not None:
+            self.state.reopen(self.committed)  # the aborted writes must not survive
 
     def _produce_new(self, row: Any) -> None:
         # Re-checked here: after a fenced producer was replaced, the committed offset may have moved.
@@ -230,8 +251,10 @@ class PartitionTask:
                 ),
             )
         else:
+            if self.state is not None:
+                self.state.set_input_offset(offset)
             try:
-                outs = list(outputs_of(self.process(row, None)))
+                outs = list(outputs_of(self.process(row, self.view)))
             except OutputTypeError as exc:
                 raise ProcessError(
                     str(exc), topic=self.topic, partition=self.partition, offset=offset
@@ -271,11 +294,17 @@ class PartitionTask:
 
 
 def run_partition(
-    config: Config, batch_id: int, layout: Layout, process: Process | None, rows: Iterator[Any]
+    config: Config,
+    batch_id: int,
+    layout: Layout,
+    process: Process | None,
+    rows: Iterator[Any],
+    *,
+    stores: dict[str, StoreSpec] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """`mapPartitions` function: one PartitionTask per contiguous (topic, partition) run."""
     for (topic, partition), tp_rows in itertools.groupby(
         rows, key=operator.itemgetter(layout.topic, layout.partition)
     ):
-        task = PartitionTask(config, topic, partition, batch_id, layout, process)
+        task = PartitionTask(config, topic, partition, batch_id, layout, process, stores)
         yield attrs.asdict(task.run(tp_rows))

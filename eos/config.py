@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -95,6 +96,17 @@ class Config:
     max_redo: int = attrs.field(default=3, validator=_non_negative)
     #: Where input partitions without a committed offset start: "earliest" or "latest".
     starting_offsets: str = "earliest"
+    #: Root of the local state stores: <state_dir>/<app_id>/<topic>-<partition>/<store>.sqlite
+    state_dir: str = attrs.field(factory=lambda: os.path.join(tempfile.gettempdir(), "eos-state"))
+    #: "transactional" (KIP-892: uncommitted writes kept apart, an abort drops them) or "wipe"
+    #: (KIP-129: writes go straight to the store; an abort or crash wipes it and restores the changelog).
+    state_mode: str = "transactional"
+    #: Commit a transaction early once a store holds this many uncommitted keys.
+    state_buffer_max_keys: int = attrs.field(default=100_000, validator=_positive)
+    #: Replication factor of the changelog topics eos creates (-1: the broker's default).
+    changelog_replication_factor: int = -1
+    #: Extra topic configs for the changelog topics eos creates (cleanup.policy is always compact).
+    changelog_topic_config: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings)
     #: Client settings for every Kafka client eos creates (security settings go here).
     kafka: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
     producer: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
@@ -129,6 +141,10 @@ class Config:
                 f"{self.commit_interval_ms} must be below transaction_timeout_ms"
                 f" ({self.transaction_timeout_ms})",
             )
+        if self.state_mode not in ("transactional", "wipe"):
+            raise ConfigError("state_mode", f"{self.state_mode!r} is not 'transactional' or 'wipe'")
+        if self.changelog_replication_factor == 0 or self.changelog_replication_factor < -1:
+            raise ConfigError("changelog_replication_factor", "must be -1 (broker default) or positive")
         if self.starting_offsets not in ("earliest", "latest"):
             raise ConfigError("starting_offsets", f"{self.starting_offsets!r} is not 'earliest' or 'latest'")
         for group, reserved in _RESERVED.items():
@@ -139,7 +155,7 @@ class Config:
     def __reduce__(self):
         # Spark ships the config to executors by pickle; mapping proxies do not pickle, dicts do.
         kwargs = {f.name: getattr(self, f.name) for f in attrs.fields(Config)}
-        for group in ("kafka", "producer", "consumer", "admin"):
+        for group in ("kafka", "producer", "consumer", "admin", "changelog_topic_config"):
             kwargs[group] = dict(kwargs[group])
         return (_rebuild, (kwargs,))
 
@@ -204,7 +220,9 @@ class Config:
 
 
 _SCALAR_FIELDS = [
-    f.name for f in attrs.fields(Config) if f.name not in ("kafka", "producer", "consumer", "admin")
+    f.name
+    for f in attrs.fields(Config)
+    if f.name not in ("kafka", "producer", "consumer", "admin", "changelog_topic_config")
 ]
 _INT_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("int", int)}
 _DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}

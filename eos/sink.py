@@ -12,6 +12,7 @@ Per micro-batch, `Sink.__call__`:
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -22,6 +23,7 @@ from eos._log import get_logger
 from eos._task import Layout, Process, run_partition
 from eos.config import Config
 from eos.errors import BatchSchemaError, TopicNotFoundError
+from eos.state import StoreSpec
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
 _BYTES = ("binary", "string")
@@ -40,6 +42,7 @@ class BatchSummary:
     aborted: int
     redos: int
     producers_replaced: int
+    restored: int
     commit_ms_max: float
     seconds: float
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
@@ -48,9 +51,20 @@ class BatchSummary:
 class Sink:
     """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the batches it wrote."""
 
-    def __init__(self, config: Config, process: Process | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        process: Process | None = None,
+        stores: Mapping[str, StoreSpec | str] | None = None,
+    ) -> None:
         self.config = config
         self.process = process
+        self.stores = {
+            name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
+            for name, spec in (stores or {}).items()
+        }
+        if self.stores and process is None:
+            raise ValueError("state stores are used by a process function: pass process= as well")
         self.history: list[BatchSummary] = []
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
 
@@ -67,7 +81,7 @@ class Sink:
             .repartition("topic", "partition")
             .sortWithinPartitions("topic", "partition", "offset")
         )  # 3
-        task = partial(run_partition, self.config, batch_id, layout, self.process)
+        task = partial(run_partition, self.config, batch_id, layout, self.process, stores=self.stores)
         stats = grouped.rdd.mapPartitions(task).collect()  # 4
         summary = self._summarize(batch_id, stats, time.monotonic() - started)  # 5
         self.history.append(summary)
@@ -156,12 +170,18 @@ class Sink:
             aborted=total("aborted"),
             redos=total("redos"),
             producers_replaced=total("producers_replaced"),
+            restored=total("restored"),
             commit_ms_max=round(max((s["commit_seconds_max"] for s in stats), default=0.0) * 1000, 1),
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
         )
 
 
-def sink(config: Config, process: Process | None = None) -> Sink:
-    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once)."""
-    return Sink(config, process)
+def sink(
+    config: Config, process: Process | None = None, stores: Mapping[str, StoreSpec | str] | None = None
+) -> Sink:
+    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
+
+    `stores` names the state stores `process` may use, each with its StoreSpec (or a value serde name).
+    """
+    return Sink(config, process, stores)

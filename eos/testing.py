@@ -275,3 +275,42 @@ def read_summaries(path) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[bytes, int]:
+    """For `produce_sequence` input: each input value's running count of its key within its partition
+    (what examples/pipeline.py --stateful appends), recomputed from the input alone."""
+    out: dict[bytes, int] = {}
+    for values in sent.values():
+        counts: Counter = Counter()
+        for value in values:
+            key = parse_value(value)[2] % keys
+            counts[key] += 1
+            out[value] = counts[key]
+    return out
+
+
+def split_counted(records: Iterable[OutputRecord]) -> tuple[list[OutputRecord], dict[bytes, list[int]]]:
+    """Strip the `#<count>` suffix of stateful outputs: the records with their input values, and every
+    count emitted per input value."""
+    plain: list[OutputRecord] = []
+    counts: dict[bytes, list[int]] = defaultdict(list)
+    for r in records:
+        value, _, count = r.value.rpartition(b"#")
+        plain.append(attrs.evolve(r, value=value))
+        counts[value].append(int(count))
+    return plain, dict(counts)
+
+
+def count_mismatches(emitted: Mapping[bytes, list[int]], expected: Mapping[bytes, int]) -> int:
+    """Emitted running counts that differ from the recomputation."""
+    return sum(1 for value, counts in emitted.items() for c in counts if expected.get(value) != c)
+
+
+def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tuple[int, bytes], bytes | None]:
+    """The last committed value per (partition, key) of a changelog topic: the store's state."""
+    records, _ = read_topic(bootstrap, changelog, timeout=timeout)
+    state: dict[tuple[int, bytes], bytes | None] = {}
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        state[(r.partition, r.key)] = r.value
+    return state

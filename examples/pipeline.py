@@ -19,6 +19,15 @@ import attrs
 import eos
 
 
+def count_per_key(row, state):
+    """Stateful processing: the running count of the row's key in its input partition, appended to
+    the value as `#<count>`."""
+    counts = state.store("counts")
+    n = counts.get(row.key, 0) + 1
+    counts.put(row.key, n)
+    return eos.Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -30,6 +39,7 @@ def main() -> None:
     parser.add_argument("--min-partitions", type=int, default=0)
     parser.add_argument("--commit-every", type=int, default=10_000)
     parser.add_argument("--summaries")
+    parser.add_argument("--stateful", action="store_true", help="emit a running count per key")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -45,7 +55,7 @@ def main() -> None:
     if args.min_partitions:
         options["minPartitions"] = args.min_partitions
     df = eos.read_stream(spark, config, [args.input], **options)
-    sink = eos.sink(config)
+    sink = eos.sink(config, count_per_key, stores={"counts": "json"}) if args.stateful else eos.sink(config)
 
     def write(batch_df, batch_id):
         sink(batch_df, batch_id)

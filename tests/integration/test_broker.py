@@ -43,6 +43,8 @@ def _localbroker(action: str, local) -> subprocess.CompletedProcess:
             str(local.home),
             "--port",
             str(local.port),
+            "--controller-port",
+            str(local.controller_port),
         ],
         capture_output=True,
         text=True,

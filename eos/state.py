@@ -1,0 +1,136 @@
+"""The state API that `process(row, state)` receives: named key-value stores scoped to the row's
+input topic-partition.
+
+    def count(row, state):
+        counts = state.store("counts")
+        n = counts.get(row.key, 0) + 1
+        counts.put(row.key, n)
+        return eos.Output(value=f"{row.key}:{n}", key=row.key)
+
+    eos.sink(config, process=count, stores={"counts": eos.StoreSpec(value_serde="json")})
+
+Writes made while processing belong to the open transaction: they reach the changelog topic inside it
+and the local store only once it commits (see `eos._store` and `eos._recovery`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import attrs
+
+
+class Serde(Protocol):
+    def dumps(self, obj: Any) -> bytes: ...
+    def loads(self, data: bytes) -> Any: ...
+
+
+class BytesSerde:
+    def dumps(self, obj: bytes) -> bytes:
+        if isinstance(obj, bytearray | memoryview):
+            return bytes(obj)
+        if not isinstance(obj, bytes):
+            raise TypeError(f"bytes serde takes bytes, not {type(obj).__name__}")
+        return obj
+
+    def loads(self, data: bytes) -> bytes:
+        return data
+
+
+class StrSerde:
+    def dumps(self, obj: str) -> bytes:
+        if not isinstance(obj, str):
+            raise TypeError(f"str serde takes str, not {type(obj).__name__}")
+        return obj.encode("utf-8")
+
+    def loads(self, data: bytes) -> str:
+        return data.decode("utf-8")
+
+
+class JsonSerde:
+    def dumps(self, obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+SERDES: dict[str, Serde] = {"bytes": BytesSerde(), "str": StrSerde(), "json": JsonSerde()}
+
+
+def _serde(value: str | Serde) -> Serde:
+    if isinstance(value, str):
+        try:
+            return SERDES[value]
+        except KeyError:
+            raise ValueError(
+                f"unknown serde {value!r}; use one of {sorted(SERDES)} or a Serde object"
+            ) from None
+    if not (callable(getattr(value, "dumps", None)) and callable(getattr(value, "loads", None))):
+        raise ValueError(f"{value!r} is not a serde (it needs dumps and loads)")
+    return value
+
+
+@attrs.frozen
+class StoreSpec:
+    """How one named store serializes its keys and values."""
+
+    key_serde: Serde = attrs.field(default="str", converter=_serde)
+    value_serde: Serde = attrs.field(default="json", converter=_serde)
+
+
+class Store:
+    """One named store of one input topic-partition, as `process` sees it."""
+
+    def __init__(self, name: str, spec: StoreSpec, backend) -> None:
+        self.name = name
+        self._spec = spec
+        self._backend = backend  # eos._store.PartitionStore
+
+    def _key(self, key: Any) -> bytes:
+        if isinstance(key, bytearray | memoryview):
+            key = bytes(key)
+        if isinstance(key, bytes) and not isinstance(self._spec.key_serde, BytesSerde):
+            return key
+        return self._spec.key_serde.dumps(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        data = self._backend.get(self._key(key))
+        return default if data is None else self._spec.value_serde.loads(data)
+
+    def put(self, key: Any, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"store {self.name!r}: use delete() rather than put(key, None)")
+        self._backend.put(self._key(key), self._spec.value_serde.dumps(value))
+
+    def delete(self, key: Any) -> None:
+        self._backend.put(self._key(key), None)
+
+    def __contains__(self, key: Any) -> bool:
+        return self._backend.get(self._key(key)) is not None
+
+    def keys(self) -> Iterator[Any]:
+        for key in self._backend.keys():
+            yield self._spec.key_serde.loads(key)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        for key, value in self._backend.items():
+            yield self._spec.key_serde.loads(key), self._spec.value_serde.loads(value)
+
+
+class State:
+    """The stores of one input topic-partition."""
+
+    def __init__(self, stores: dict[str, Store]) -> None:
+        self._stores = stores
+
+    def store(self, name: str = "default") -> Store:
+        try:
+            return self._stores[name]
+        except KeyError:
+            raise KeyError(f"no store named {name!r}; declared stores: {sorted(self._stores)}") from None
+
+    def __getitem__(self, name: str) -> Store:
+        return self.store(name)
