@@ -76,6 +76,7 @@ class Checkpoint:
         # 0. State writes to the changelogs.
         if self.state is not None:
             self.state.produce_changelog(self.producer)
+        _crash.abort_point("before_commit")
         # 1. Flush and check every delivery report.
         self.producer.flush_and_check(self.topic, self.partition)
         _crash.point("after_produce")

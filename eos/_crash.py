@@ -3,6 +3,9 @@
 Armed only by `EOS_CRASH_AT=<point>[,<point>...]`, read once at import; unarmed, `point()` is a
 constant-time no-op. With `EOS_CRASH_ONCE_DIR` set, each point fires once across all processes
 (a marker file is created atomically before the kill), so the retried attempt runs through.
+
+`EOS_ABORT_AT=before_commit` likewise makes `abort_point("before_commit")` raise an abortable
+error, so the transaction is aborted and redone for real.
 """
 
 from __future__ import annotations
@@ -15,20 +18,34 @@ POINTS = (
     "after_produce",  # F2: outputs produced (and flushed), offsets not yet sent
     "after_send_offsets",  # F3: offsets in the transaction, not committed
     "after_commit",  # F4: committed, local state not yet flushed/checkpointed
+    "during_restore",  # F6: a state store is half restored from its changelog
 )
 
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)
+_ABORT_ARMED = frozenset(p for p in os.environ.get("EOS_ABORT_AT", "").split(",") if p)
 _ONCE_DIR = os.environ.get("EOS_CRASH_ONCE_DIR")
 
 
+def _first_time(marker: str) -> bool:
+    """With EOS_CRASH_ONCE_DIR: True for exactly one caller across all processes."""
+    if not _ONCE_DIR:
+        return True
+    try:
+        fd = os.open(os.path.join(_ONCE_DIR, marker), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
 def point(name: str) -> None:
-    if name not in _ARMED:
-        return
-    if _ONCE_DIR:
-        try:
-            fd = os.open(os.path.join(_ONCE_DIR, f"crashed-{name}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-    os.kill(os.getpid(), signal.SIGKILL)
+    if name in _ARMED and _first_time(f"crashed-{name}"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def abort_point(name: str) -> None:
+    if name in _ABORT_ARMED and _first_time(f"aborted-{name}"):
+        from eos.errors import TransactionAbortableError
+
+        raise TransactionAbortableError(f"injected abortable error at {name} (EOS_ABORT_AT)")

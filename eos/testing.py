@@ -314,3 +314,13 @@ def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tup
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
         state[(r.partition, r.key)] = r.value
     return state
+
+
+def expected_final_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[tuple[int, bytes], int]:
+    """For `produce_sequence` input: the final count per (input partition, key)."""
+    out: dict[tuple[int, bytes], int] = {}
+    for partition, values in sent.items():
+        for value in values:
+            key = (partition, f"k{parse_value(value)[2] % keys}".encode())
+            out[key] = out.get(key, 0) + 1
+    return out

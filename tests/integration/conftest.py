@@ -9,6 +9,7 @@ Broker, in order of preference:
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+from eos import testing
 from eos._localbroker import LocalBroker, free_port
+from eos.testing import DriverProcess
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
 
@@ -117,3 +120,43 @@ def group_offsets(config, topic: str, partitions: int) -> dict[int, int | None]:
 
     committed = _offsets.committed(config, [(topic, p) for p in range(partitions)])
     return {p: committed[(topic, p)] for p in range(partitions)}
+
+
+# -- the example pipeline as its own driver process ------------------------------------------------
+
+PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
+
+
+def start_pipeline(
+    bootstrap, app_id, source, output, checkpoint, summaries, env=None, **flags
+) -> DriverProcess:
+    args = [
+        sys.executable,
+        str(PIPELINE),
+        "--bootstrap",
+        bootstrap,
+        "--app-id",
+        app_id,
+        "--input",
+        source,
+        "--output",
+        output,
+        "--checkpoint",
+        str(checkpoint),
+        "--summaries",
+        str(summaries),
+    ]
+    for flag, value in flags.items():
+        args += [f"--{flag.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return DriverProcess(args, env=env, log_path=str(Path(summaries).with_suffix(".log")))
+
+
+def finish(proc: DriverProcess) -> None:
+    assert proc.wait() == 0, proc.log_tail()
+
+
+def seed(bootstrap, names, per_partition, partitions=4):
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, partitions)
+    testing.create_topic(bootstrap, output, partitions)
+    return source, output, testing.produce_sequence(bootstrap, source, partitions, per_partition)

@@ -5,51 +5,16 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from conftest import finish, seed, start_pipeline
 
 from eos import testing
-from eos.testing import DriverProcess, read_summaries
+from eos.testing import read_summaries
 
-APP = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 PARTITIONS = 4
-
-
-def _start(bootstrap, app_id, source, output, checkpoint, summaries, env=None, **flags) -> DriverProcess:
-    args = [
-        sys.executable,
-        str(APP),
-        "--bootstrap",
-        bootstrap,
-        "--app-id",
-        app_id,
-        "--input",
-        source,
-        "--output",
-        output,
-        "--checkpoint",
-        str(checkpoint),
-        "--summaries",
-        str(summaries),
-    ]
-    for flag, value in flags.items():
-        args += [f"--{flag.replace('_', '-')}", str(value)]
-    return DriverProcess(args, env=env, log_path=str(Path(summaries).with_suffix(".log")))
-
-
-def _finish(proc: DriverProcess) -> None:
-    assert proc.wait() == 0, proc.log_tail()
-
-
-def _seed(bootstrap, names, per_partition):
-    source, output = names("in"), names("out")
-    testing.create_topic(bootstrap, source, PARTITIONS)
-    testing.create_topic(bootstrap, output, PARTITIONS)
-    return source, output, testing.produce_sequence(bootstrap, source, PARTITIONS, per_partition)
 
 
 def _log_end_offsets(bootstrap, topic) -> int:
@@ -64,13 +29,13 @@ def _log_end_offsets(bootstrap, topic) -> int:
 
 def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path):
     """The same program, once per guarantee, with only EOS_PROCESSING_GUARANTEE changed."""
-    source, _, sent = _seed(bootstrap, names, 500)
+    source, _, sent = seed(bootstrap, names, 500)
     seen = {}
     for guarantee in ("at_least_once", "exactly_once"):
         output = names(f"out-{guarantee}")
         testing.create_topic(bootstrap, output, PARTITIONS)
         summaries = tmp_path / f"{guarantee}.jsonl"
-        proc = _start(
+        proc = start_pipeline(
             bootstrap,
             names(f"app-{guarantee}"),
             source,
@@ -79,7 +44,7 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
             summaries,
             env={"EOS_PROCESSING_GUARANTEE": guarantee},
         )
-        _finish(proc)
+        finish(proc)
         result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
         assert result.exactly_once, result
         seen[guarantee] = (
@@ -98,11 +63,11 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
 def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, guarantee):
     """F2 for real: the Python worker SIGKILLs itself after its outputs are flushed and before the
     offsets are sent/committed. Spark retries the task."""
-    source, output, sent = _seed(bootstrap, names, 2_500)
+    source, output, sent = seed(bootstrap, names, 2_500)
     once = tmp_path / "once"
     once.mkdir()
     summaries = tmp_path / "summaries.jsonl"
-    proc = _start(
+    proc = start_pipeline(
         bootstrap,
         names("app"),
         source,
@@ -116,7 +81,7 @@ def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, 
         },
         max_offsets=4_000,
     )
-    _finish(proc)
+    finish(proc)
     assert (once / "crashed-after_produce").exists(), "the crash point never fired"
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
@@ -129,14 +94,16 @@ def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, 
 
 
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path):
-    source, output, sent = _seed(bootstrap, names, 5_000)
+    source, output, sent = seed(bootstrap, names, 5_000)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
     env = {"EOS_PROCESSING_GUARANTEE": "exactly_once"}
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
     kills = 0
     for _ in range(3):
         before = len(read_summaries(summaries))
-        proc = _start(bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000)
+        proc = start_pipeline(
+            bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000
+        )
         # Kill once the driver is writing batches, at a random moment within one.
         deadline = time.monotonic() + 180
         while len(read_summaries(summaries)) <= before and proc.running() and time.monotonic() < deadline:
@@ -145,8 +112,10 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
         if proc.kill():  # driver, its JVM and its Python workers
             kills += 1
     assert kills == 3
-    proc = _start(bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000)
-    _finish(proc)
+    proc = start_pipeline(
+        bootstrap, app_id, source, output, checkpoint, summaries, env=env, max_offsets=1_000
+    )
+    finish(proc)
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     history = read_summaries(summaries)
