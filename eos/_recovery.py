@@ -116,8 +116,9 @@ class PartitionState:
                 self.log.info("state unclean: wiping and restoring from the changelog", store=name)
             store.wipe()
             start = 0
-        # 2. Restore.
+        # 2. Restore; the store now reflects its changelog, so it is clean.
         self.restored += self._restore(name, store, start)
+        store.write_checkpoint(store.local_offset())
         # 3. wipe mode: the store's first write removes the checkpoint (PartitionStore.put).
 
     def _restore(self, name: str, store: PartitionStore, start: int) -> int:

@@ -125,13 +125,13 @@ class PartitionStore:
         self, writes: Iterable[tuple[bytes, bytes | None]], changelog_offset: int | None = None
     ) -> None:
         db = self._db
+        last = dict(writes)  # the last write of each key is the one that counts
         db.execute("BEGIN")
         try:
-            for key, value in writes:
-                if value is None:
-                    db.execute("DELETE FROM kv WHERE k = ?", (key,))
-                else:
-                    db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, value))
+            db.executemany("DELETE FROM kv WHERE k = ?", ((k,) for k, v in last.items() if v is None))
+            db.executemany(
+                "INSERT OR REPLACE INTO kv VALUES (?, ?)", ((k, v) for k, v in last.items() if v is not None)
+            )
             if changelog_offset is not None:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('changelog_offset', ?)", (changelog_offset,))
             db.execute("COMMIT")
