@@ -127,7 +127,15 @@ class PartitionState:
         try:
             timeout = self.config.operation_timeout_ms / 1000
             high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
-            if start >= high:
+            if start > high:
+                # The changelog lost data (deleted and recreated, unclean election): the store cannot
+                # be trusted beyond what the changelog holds.
+                self.log.warning(
+                    "local store is ahead of its changelog: wiping", store=name, local=start, end=high
+                )
+                store.wipe()
+                start = 0
+            if start == high:
                 if store.local_offset() != high:
                     store.apply_restored([], high)
                 return 0

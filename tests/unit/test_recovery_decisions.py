@@ -1,0 +1,593 @@
+"""eos._recovery.PartitionState: wipe or roll forward at task start, after an abort and after a commit,
+over real PartitionStores in tmp_path. The changelog is a Python list per store: no broker.
+
+`ensure_changelog` is a no-op; `PartitionState._restore` is replaced by a fake that records
+(store, start offset) and applies the fake changelog from there, as the real one would; a few tests at
+the end run the real `_restore` against a fake consumer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError
+
+import eos
+from eos import _clients, _crash, _recovery
+from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, changelog_topic
+from eos._store import PartitionStore
+from eos.state import StoreSpec
+
+IN = "in"
+PARTITION = 0
+MODES = ["transactional", "wipe"]
+
+
+class Log:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict]] = []
+
+    def info(self, event, **kw) -> None:
+        self.events.append(("info", event, kw))
+
+    def debug(self, event, **kw) -> None:
+        self.events.append(("debug", event, kw))
+
+    def warning(self, event, **kw) -> None:
+        self.events.append(("warning", event, kw))
+
+    def said(self, event: str) -> bool:
+        return any(e == event for _, e, _ in self.events)
+
+
+class FakeChangelogs:
+    """Each store's changelog as a list of (key, value) records; offset = list index."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self.restores: list[tuple[str, int]] = []
+        self.ensured: list[tuple[str, str]] = []
+
+    def restore(self, state: PartitionState, name: str, store: PartitionStore, start: int) -> int:
+        self.restores.append((name, start))
+        records = self.records.get(name, [])
+        batch = records[start:]
+        store.apply_restored(batch, max(start, len(records)))
+        return len(batch)
+
+
+@pytest.fixture
+def changelogs(monkeypatch) -> FakeChangelogs:
+    fake = FakeChangelogs()
+
+    def ensure(config, input_topic, store):
+        fake.ensured.append((input_topic, store))
+        return changelog_topic(config, input_topic, store)
+
+    monkeypatch.setattr(_recovery, "ensure_changelog", ensure)
+    monkeypatch.setattr(
+        PartitionState, "_restore", lambda self, name, store, start: fake.restore(self, name, store, start)
+    )
+    monkeypatch.setattr(_crash, "_ARMED", frozenset())
+    return fake
+
+
+def config(tmp_path: Path, mode: str = "transactional", guarantee: str = "exactly_once", **kw) -> eos.Config:
+    return eos.Config(
+        bootstrap_servers="127.0.0.1:9",
+        app_id="app",
+        output_topic="out",
+        processing_guarantee=guarantee,
+        state_dir=str(tmp_path),
+        state_mode=mode,
+        **kw,
+    )
+
+
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "app" / f"{IN}-{PARTITION}"
+
+
+def seed(tmp_path: Path, name: str, rows: dict[bytes, bytes], offset: int, checkpoint: bool = True) -> None:
+    """Leave a local store behind as an earlier task would: committed rows at `offset`."""
+    store = PartitionStore(store_dir(tmp_path), name, transactional=True)
+    store.open(lock_timeout_s=1)
+    for key, value in rows.items():
+        store.put(key, value)
+    store.commit(offset)
+    if not checkpoint:
+        store.delete_checkpoint()
+    store.close()
+
+
+def partition_state(cfg: eos.Config, *names: str, log: Log | None = None) -> PartitionState:
+    specs = {name: StoreSpec(key_serde="bytes", value_serde="bytes") for name in names or ("counts",)}
+    return PartitionState(cfg, specs, IN, PARTITION, log or Log())
+
+
+@pytest.fixture
+def opened_states():
+    states: list[PartitionState] = []
+
+    def open_(cfg, *names, committed_input=None, log=None) -> PartitionState:
+        state = partition_state(cfg, *names, log=log)
+        states.append(state)
+        state.open(committed_input)
+        return state
+
+    yield open_
+    for state in states:
+        state.close()
+
+
+class FakeProducer:
+    def __init__(self, delivered_offsets: dict[tuple[str, int], int] | None = None) -> None:
+        self.delivered_offsets = dict(delivered_offsets or {})
+        self.produced: list[tuple] = []
+
+    def produce(self, out, topic, in_topic, in_partition, in_offset) -> None:
+        self.produced.append((topic, out.key, out.value, out.headers, out.partition, in_topic, in_offset))
+
+
+# -- naming --------------------------------------------------------------------------------------------
+
+
+def test_changelog_topic_naming(tmp_path):
+    cfg = config(tmp_path)
+    assert changelog_topic(cfg, "orders", "counts") == "app-orders-counts-changelog"
+    state = partition_state(cfg, "counts", "seen")
+    assert state.changelogs == {"counts": "app-in-counts-changelog", "seen": "app-in-seen-changelog"}
+
+
+def test_store_files_live_under_state_dir_app_and_partition(tmp_path, changelogs, opened_states):
+    state = opened_states(config(tmp_path), "counts")
+    store = state.stores["counts"]
+    assert store.db_path == tmp_path / "app" / "in-0" / "counts.sqlite"
+    assert changelogs.ensured == [(IN, "counts")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_store_mode_follows_config(tmp_path, mode):
+    state = partition_state(config(tmp_path, mode), "counts")
+    assert state.stores["counts"].transactional is (mode == "transactional")
+
+
+# -- task start ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_checkpoint_wipes_and_restores_from_zero(tmp_path, changelogs, opened_states, mode):
+    seed(tmp_path, "counts", {b"stale": b"x", b"a": b"old"}, offset=5, checkpoint=False)
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2"), (b"b", None), (b"c", b"3")]
+    log = Log()
+    state = opened_states(config(tmp_path, mode), "counts", log=log)
+    assert changelogs.restores == [("counts", 0)]
+    store = state.view.store("counts")
+    assert dict(store.items()) == {b"a": b"1", b"c": b"3"}  # the stale row is gone
+    assert state.restored == 4
+    assert state.stores["counts"].local_offset() == 4
+    assert log.said("state unclean: wiping and restoring from the changelog")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_checkpoint_and_empty_changelog_leaves_an_empty_store(tmp_path, changelogs, opened_states, mode):
+    seed(tmp_path, "counts", {b"stale": b"x"}, offset=5, checkpoint=False)
+    state = opened_states(config(tmp_path, mode), "counts")
+    assert changelogs.restores == [("counts", 0)]
+    assert list(state.view.store("counts").items()) == []
+    assert state.restored == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_new_state_directory_restores_from_zero_without_an_unclean_warning(
+    tmp_path, changelogs, opened_states, mode
+):
+    changelogs.records["counts"] = [(b"a", b"1")]
+    log = Log()
+    state = opened_states(config(tmp_path, mode), "counts", log=log)
+    assert changelogs.restores == [("counts", 0)]
+    assert state.view.store("counts").get(b"a") == b"1"
+    assert not log.said("state unclean: wiping and restoring from the changelog")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoint_rolls_forward_from_the_local_offset_and_keeps_data(
+    tmp_path, changelogs, opened_states, mode
+):
+    seed(tmp_path, "counts", {b"a": b"1", b"b": b"2"}, offset=2)
+    # two commits by another incarnation after ours: b changed, c added
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2"), (b"b", b"20"), (b"c", b"3")]
+    log = Log()
+    state = opened_states(config(tmp_path, mode), "counts", log=log)
+    assert changelogs.restores == [("counts", 2)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"20", b"c": b"3"}
+    assert state.restored == 2
+    assert state.stores["counts"].local_offset() == 4
+    assert not log.said("state unclean: wiping and restoring from the changelog")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoint_with_nothing_new_keeps_data(tmp_path, changelogs, opened_states, mode):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=3)
+    changelogs.records["counts"] = [(b"x", b"?"), (b"y", b"?"), (b"a", b"1")]
+    state = opened_states(config(tmp_path, mode), "counts")
+    assert changelogs.restores == [("counts", 3)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+    assert state.restored == 0
+
+
+def test_checkpoint_without_a_local_offset_wipes(tmp_path, changelogs, opened_states):
+    """A checkpoint file whose database was lost (or never had an offset) is not clean."""
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=3)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store_dir(tmp_path) / 'counts.sqlite'}{suffix}").unlink(missing_ok=True)
+    assert (store_dir(tmp_path) / "counts.checkpoint").exists()
+    changelogs.records["counts"] = [(b"b", b"2")]
+    state = opened_states(config(tmp_path), "counts")
+    assert changelogs.restores == [("counts", 0)]
+    assert dict(state.view.store("counts").items()) == {b"b": b"2"}
+
+
+def test_each_store_is_decided_on_its_own(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "clean", {b"a": b"1"}, offset=1)
+    seed(tmp_path, "unclean", {b"stale": b"x"}, offset=7, checkpoint=False)
+    changelogs.records = {"clean": [(b"a", b"1")], "unclean": [(b"b", b"2")]}
+    state = opened_states(config(tmp_path), "clean", "unclean")
+    assert changelogs.restores == [("clean", 1), ("unclean", 0)]
+    assert changelogs.ensured == [(IN, "clean"), (IN, "unclean")]
+    assert dict(state.view.store("clean").items()) == {b"a": b"1"}
+    assert dict(state.view.store("unclean").items()) == {b"b": b"2"}
+    assert state.restored == 1
+
+
+# -- after an abort: reopen() --------------------------------------------------------------------------
+
+
+def test_transactional_reopen_drops_pending_writes_and_keeps_committed_data(
+    tmp_path, changelogs, opened_states
+):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path, "transactional"), "counts")
+    store = state.view.store("counts")
+    store.put(b"a", b"aborted")
+    store.put(b"b", b"aborted")
+    store.delete(b"a")
+    state.reopen(committed_input=10)
+    assert changelogs.restores == [("counts", 1), ("counts", 1)]  # rolled forward, not from 0
+    assert dict(store.items()) == {b"a": b"1"}
+    assert state.stores["counts"].pending == {}
+    assert state.stores["counts"].read_checkpoint() == 1
+    assert state.committed_input == 10
+
+
+def test_transactional_reopen_rolls_forward_over_what_a_newer_incarnation_committed(
+    tmp_path, changelogs, opened_states
+):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path, "transactional"), "counts")
+    state.view.store("counts").put(b"mine", b"aborted")
+    changelogs.records["counts"] += [(b"theirs", b"2")]  # committed by the incarnation that fenced us
+    state.reopen(committed_input=None)
+    assert changelogs.restores[-1] == ("counts", 1)
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"theirs": b"2"}
+
+
+def test_wipe_mode_reopen_after_writes_wipes_and_restores_from_zero(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path, "wipe"), "counts")
+    store = state.view.store("counts")
+    store.put(b"a", b"aborted")
+    store.put(b"b", b"aborted")
+    assert not state.stores["counts"].checkpoint_path.exists()
+    state.reopen(committed_input=None)
+    assert changelogs.restores == [("counts", 1), ("counts", 0)]
+    assert dict(store.items()) == {b"a": b"1"}  # the aborted writes were on disk: wiped, restored
+
+
+def test_wipe_mode_reopen_without_writes_only_rolls_forward(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path, "wipe"), "counts")
+    state.view.store("counts").get(b"a")  # reads are not writes
+    state.reopen(committed_input=None)
+    assert changelogs.restores == [("counts", 1), ("counts", 1)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+
+
+def test_wipe_mode_reopen_after_a_commit_only_rolls_forward(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path, "wipe"), "counts")
+    state.view.store("counts").put(b"b", b"2")
+    changelogs.records["counts"] += [(b"b", b"2")]  # the transaction wrote its changelog and committed
+    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 1}))
+    state.reopen(committed_input=None)
+    assert changelogs.restores == [("counts", 1), ("counts", 2)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_completed_restore_leaves_the_store_checkpointed(tmp_path, changelogs, opened_states, mode):
+    seed(tmp_path, "counts", {b"stale": b"x"}, offset=5, checkpoint=False)
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
+    state = opened_states(config(tmp_path, mode), "counts")
+    store = state.stores["counts"]
+    assert store.read_checkpoint() == 2
+    assert store.local_offset() == 2
+
+
+def test_transactional_reopen_before_the_first_commit_does_not_wipe(tmp_path, changelogs, opened_states):
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
+    state = opened_states(config(tmp_path, "transactional"), "counts")  # new directory: full restore
+    assert changelogs.restores == [("counts", 0)]
+    state.view.store("counts").put(b"c", b"aborted")
+    state.reopen(committed_input=None)
+    assert changelogs.restores == [("counts", 0), ("counts", 2)]  # SPEC: rolls back, no full wipe
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+
+
+def test_wipe_mode_reopen_before_the_first_commit(tmp_path, changelogs, opened_states):
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
+    state = opened_states(config(tmp_path, "wipe"), "counts")
+    state.reopen(committed_input=None)  # nothing written yet: still clean
+    assert changelogs.restores == [("counts", 0), ("counts", 2)]
+    state.view.store("counts").put(b"c", b"aborted")
+    state.reopen(committed_input=None)  # written: unclean
+    assert changelogs.restores == [("counts", 0), ("counts", 2), ("counts", 0)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+
+
+# -- after a commit: on_commit() -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_on_commit_moves_written_stores_to_the_changelog_end_and_keeps_the_others(
+    tmp_path, changelogs, opened_states, mode
+):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=5)
+    seed(tmp_path, "idle", {b"x": b"9"}, offset=3)
+    changelogs.records = {"counts": [(b"?", b"?")] * 5, "idle": [(b"?", b"?")] * 3}
+    state = opened_states(config(tmp_path, mode), "counts", "idle")
+    state.view.store("counts").put(b"b", b"2")
+    producer = FakeProducer({("app-in-counts-changelog", PARTITION): 41})
+    state.on_commit(producer)
+    counts, idle = state.stores["counts"], state.stores["idle"]
+    assert counts.local_offset() == 42
+    assert counts.read_checkpoint() == 42
+    assert counts.pending == {}
+    assert dict(counts.items()) == {b"a": b"1", b"b": b"2"}
+    assert idle.local_offset() == 3
+    assert idle.read_checkpoint() == 3
+    assert dict(idle.items()) == {b"x": b"9"}
+
+
+def test_on_commit_makes_transactional_writes_durable(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "counts", {}, offset=0)
+    state = opened_states(config(tmp_path, "transactional"), "counts")
+    state.view.store("counts").put(b"a", b"1")
+    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 0}))
+    state.close()
+    store = PartitionStore(store_dir(tmp_path), "counts", transactional=True)
+    store.open(lock_timeout_s=1)
+    try:
+        assert store.get(b"a") == b"1"
+        assert store.local_offset() == 1
+        assert store.read_checkpoint() == 1
+    finally:
+        store.close()
+
+
+def test_on_commit_after_a_delete_only_transaction(tmp_path, changelogs, opened_states):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    changelogs.records["counts"] = [(b"a", b"1")]
+    state = opened_states(config(tmp_path), "counts")
+    state.view.store("counts").delete(b"a")
+    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 2}))
+    assert state.stores["counts"].local_offset() == 3
+    assert list(state.view.store("counts").items()) == []
+
+
+# -- while processing ----------------------------------------------------------------------------------
+
+
+def test_set_input_offset_and_pending_keys(tmp_path, changelogs, opened_states):
+    state = opened_states(config(tmp_path), "a", "b")
+    assert state.pending_keys() == 0
+    state.set_input_offset(17)
+    assert {s.input_offset for s in state.stores.values()} == {17}
+    state.view.store("a").put(b"k1", b"v")
+    state.view.store("a").put(b"k2", b"v")
+    state.view.store("b").put(b"k1", b"v")
+    assert state.pending_keys() == 2
+
+
+def test_produce_changelog_sends_one_record_per_key_with_its_input_offset(
+    tmp_path, changelogs, opened_states
+):
+    state = opened_states(config(tmp_path), "counts", "seen")
+    state.set_input_offset(10)
+    state.view.store("counts").put(b"a", b"1")
+    state.set_input_offset(11)
+    state.view.store("counts").put(b"a", b"2")
+    state.view.store("counts").delete(b"b")
+    state.view.store("seen").put(b"x", b"y")
+    producer = FakeProducer()
+    state.produce_changelog(producer)
+    header = INPUT_OFFSET_HEADER
+    assert sorted(producer.produced, key=repr) == sorted(
+        [
+            ("app-in-counts-changelog", b"a", b"2", [(header, b"11")], PARTITION, IN, 11),
+            ("app-in-counts-changelog", b"b", None, [(header, b"11")], PARTITION, IN, 11),
+            ("app-in-seen-changelog", b"x", b"y", [(header, b"11")], PARTITION, IN, 11),
+        ],
+        key=repr,
+    )
+
+
+def test_close_releases_every_store(tmp_path, changelogs):
+    state = partition_state(config(tmp_path), "a", "b")
+    state.open(None)
+    state.close()
+    for name in ("a", "b"):
+        store = PartitionStore(store_dir(tmp_path), name, transactional=True)
+        store.open(lock_timeout_s=0)  # would raise StoreLockedError if still held
+        store.close()
+
+
+# -- the real _restore against a fake consumer ---------------------------------------------------------
+
+
+class FakeError:
+    def __init__(self, code: int) -> None:
+        self._code = code
+
+    def code(self) -> int:
+        return self._code
+
+
+class FakeMessage:
+    def __init__(self, offset, key=None, value=None, input_offset=None, error=None) -> None:
+        self._offset, self._key, self._value, self._error = offset, key, value, error
+        self._headers = None if input_offset is None else [(INPUT_OFFSET_HEADER, str(input_offset).encode())]
+
+    def error(self):
+        return self._error
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        return self._headers
+
+
+class FakeConsumer:
+    """A read_committed changelog partition: records at their offsets, then commit markers up to `high`."""
+
+    def __init__(self, records: list[tuple[int, bytes, bytes | None, int]], high: int) -> None:
+        self.records = records  # (offset, key, value, input offset)
+        self.high = high
+        self.position: int | None = None
+        self.assigned: list[tuple[str, int, int]] = []
+        self.unassigned = 0
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False):
+        return 0, self.high
+
+    def assign(self, tps):
+        self.assigned += [(tp.topic, tp.partition, tp.offset) for tp in tps]
+        self.position = tps[0].offset
+
+    def unassign(self):
+        self.unassigned += 1
+
+    def consume(self, num_messages=1, timeout=-1):
+        assert self.position is not None, "consume before assign"
+        batch = [FakeMessage(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
+        if batch:
+            self.position = batch[-1].offset() + 1
+            return batch
+        self.position = self.high
+        return [FakeMessage(self.high, error=FakeError(KafkaError._PARTITION_EOF))]
+
+
+@pytest.fixture
+def consumer(monkeypatch):
+    holder: dict[str, FakeConsumer] = {}
+    monkeypatch.setattr(_recovery, "ensure_changelog", lambda config, topic, store: None)
+    monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
+    monkeypatch.setattr(_crash, "_ARMED", frozenset())
+
+    def install(records, high) -> FakeConsumer:
+        holder["consumer"] = FakeConsumer(records, high)
+        return holder["consumer"]
+
+    return install
+
+
+def short_timeouts() -> dict:
+    return {"commit_interval_ms": 100, "transaction_timeout_ms": 1000, "operation_timeout_ms": 1000}
+
+
+def test_restore_applies_the_changelog_up_to_the_high_watermark(tmp_path, consumer):
+    fake = consumer([(0, b"a", b"1", 0), (1, b"b", b"2", 1), (3, b"a", None, 5), (4, b"c", b"3", 6)], high=6)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=7)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
+        assert fake.unassigned == 1
+        assert dict(state.view.store("counts").items()) == {b"b": b"2", b"c": b"3"}
+        assert state.stores["counts"].local_offset() == 6
+        assert state.restored == 4
+    finally:
+        state.close()
+
+
+def test_restore_rolls_forward_from_the_local_offset(tmp_path, consumer):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=2)
+    fake = consumer([(0, b"a", b"1", 0), (2, b"b", b"2", 3)], high=4)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=4)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 2)]
+        assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+        assert state.stores["counts"].local_offset() == 4
+        assert state.restored == 1
+    finally:
+        state.close()
+
+
+def test_restore_at_the_end_reads_nothing(tmp_path, consumer):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=4)
+    fake = consumer([(0, b"a", b"1", 0)], high=4)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=None)
+        assert fake.assigned == []
+        assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+        assert state.stores["counts"].local_offset() == 4
+        assert state.restored == 0
+    finally:
+        state.close()
+
+
+def test_at_least_once_restore_skips_records_of_uncommitted_input(tmp_path, consumer):
+    consumer([(0, b"a", b"1", 3), (1, b"b", b"2", 5), (2, b"a", b"changed", 7)], high=3)
+    cfg = config(tmp_path, guarantee="at_least_once", **short_timeouts())
+    state = partition_state(cfg, "counts")
+    try:
+        state.open(committed_input=5)  # input 5 and 7 will be processed again
+        assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+        assert state.restored == 1
+        assert state.stores["counts"].local_offset() == 3
+    finally:
+        state.close()
+
+
+def test_exactly_once_restore_applies_every_committed_record(tmp_path, consumer):
+    consumer([(0, b"a", b"1", 3), (1, b"b", b"2", 5), (2, b"a", b"changed", 7)], high=3)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=5)
+        assert dict(state.view.store("counts").items()) == {b"a": b"changed", b"b": b"2"}
+    finally:
+        state.close()
+
+
+def test_local_store_ahead_of_its_changelog_is_not_trusted(tmp_path, consumer):
+    seed(tmp_path, "counts", {b"stale": b"x"}, offset=9)
+    consumer([(0, b"a", b"1", 0)], high=2)  # the changelog now ends before the local offset
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=None)
+        assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+    finally:
+        state.close()
