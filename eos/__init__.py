@@ -5,6 +5,7 @@ df.writeStream.foreachBatch(eos.sink(config)).start()
 
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
+    AuthenticationError,
     BatchSchemaError,
     BrokerUnreachableError,
     ConfigError,
@@ -27,6 +28,7 @@ from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, Str
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE",
     "BatchSchemaError",

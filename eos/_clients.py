@@ -10,10 +10,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from eos.config import Config
+from eos.errors import is_authentication_error
 
 # librdkafka spells some security settings differently from the Java client that Spark's source uses.
 _JAVA_NAMES = {
@@ -93,6 +94,7 @@ def _jaas_quote(value: object) -> str:
 
 _lock = threading.Lock()
 _admins: dict[tuple, AdminClient] = {}
+_auth_failures: dict[tuple, KafkaError] = {}
 _consumers: dict[tuple, Consumer] = {}
 
 
@@ -102,11 +104,22 @@ def _key(settings: dict[str, Any]) -> tuple:
 
 def admin(config: Config) -> AdminClient:
     settings = admin_settings(config)
+    key = _key(settings)
+
+    def on_error(err: KafkaError) -> None:
+        # librdkafka reports refused credentials here; calls themselves only time out.
+        if is_authentication_error(err):
+            _auth_failures[key] = err
+
     with _lock:
-        key = _key(settings)
         if key not in _admins:
-            _admins[key] = AdminClient(settings)
+            _admins[key] = AdminClient({**settings, "error_cb": on_error})
         return _admins[key]
+
+
+def authentication_failure(config: Config) -> KafkaError | None:
+    """The last authentication error the admin client of `config` saw, if any."""
+    return _auth_failures.get(_key(admin_settings(config)))
 
 
 def restore_consumer(config: Config) -> Consumer:

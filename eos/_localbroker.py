@@ -45,6 +45,19 @@ group.initial.rebalance.delay.ms=0
 transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
 """
 
+# With a SASL port: a SASL/PLAIN listener with these users, and ACLs enforced (StandardAuthorizer).
+# PLAINTEXT and controller connections are ANONYMOUS, a super user, so they keep working unchanged.
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+_SASL_PROPERTIES = """\
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+org.apache.kafka.common.security.plain.PlainLoginModule required \
+username="admin" password="{admin}" {users};
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
+"""
+
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -93,6 +106,8 @@ class LocalBroker:
     home: Path
     port: int = 9092
     controller_port: int = attrs.field()
+    #: a SASL_PLAINTEXT listener with ACLs enforced (see SASL_USERS); None: PLAINTEXT only
+    sasl_port: int | None = attrs.field(default=None, kw_only=True)
 
     @controller_port.default
     def _controller_default(self) -> int:
@@ -101,6 +116,10 @@ class LocalBroker:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str | None:
+        return f"127.0.0.1:{self.sasl_port}" if self.sasl_port else None
 
     @property
     def pid_file(self) -> Path:
@@ -121,11 +140,25 @@ class LocalBroker:
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         props = self.home / "server.properties"
-        props.write_text(
-            _SERVER_PROPERTIES.format(
-                port=self.port, controller_port=self.controller_port, data_dir=self.home / "data"
-            )
+        text = _SERVER_PROPERTIES.format(
+            port=self.port, controller_port=self.controller_port, data_dir=self.home / "data"
         )
+        if self.sasl_port:
+            sasl = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            text = (
+                text.replace(
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},{sasl},",
+                )
+                .replace(
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port},{sasl}",
+                )
+                .replace("CONTROLLER:PLAINTEXT", "CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT")
+            )
+            users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+            text += _SASL_PROPERTIES.format(admin=SASL_USERS["admin"], users=users)
+        props.write_text(text)
         (self.home / "log4j2.properties").write_text(_LOG4J2.format(log_dir=self.log_dir))
         return props
 

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from eos import _clients
-from eos._retry import retry_call
+from eos._retry import Deadline, retry_call
 from eos.config import Config
-from eos.errors import BrokerUnreachableError, kafka_error_of
+from eos.errors import AuthenticationError, BrokerUnreachableError, kafka_error_of
 
 
 def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[tuple[str, int], int | None]:
@@ -58,14 +58,26 @@ def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
     """Partition count per topic; raises BrokerUnreachableError if no broker answers in time and
     EosError subclasses for topics that are missing (the caller decides which)."""
     timeout_s = config.operation_timeout_ms / 1000
-    try:
-        metadata = _clients.admin(config).list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        err = kafka_error_of(exc)
-        raise BrokerUnreachableError(
-            f"no Kafka broker at {config.bootstrap_servers} answered within {timeout_s:g}s"
-            f" ({err.str() if err else exc})"
-        ) from exc
+    deadline = Deadline(timeout_s)
+    client = _clients.admin(config)
+    while True:
+        # Short attempts, so refused credentials surface at once rather than at the deadline.
+        try:
+            metadata = client.list_topics(timeout=min(1.0, max(deadline.remaining(), 0.1)))
+            break
+        except KafkaException as exc:
+            client.poll(0)  # serves the error callback that records refused credentials
+            refused = _clients.authentication_failure(config)
+            if refused is not None:
+                raise AuthenticationError(
+                    f"the broker at {config.bootstrap_servers} refused the credentials: {refused.str()}"
+                ) from exc
+            if deadline.expired():
+                err = kafka_error_of(exc)
+                raise BrokerUnreachableError(
+                    f"no Kafka broker at {config.bootstrap_servers} answered within {timeout_s:g}s"
+                    f" ({err.str() if err else exc})"
+                ) from exc
     out: dict[str, int] = {}
     for topic in topics:
         md = metadata.topics.get(topic)

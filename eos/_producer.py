@@ -15,8 +15,10 @@ import atexit
 import threading
 from functools import partial
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import AclOperation
 
+from eos import _clients
 from eos._clients import producer_settings
 from eos._retry import retry_call
 from eos.config import Config
@@ -96,7 +98,26 @@ class OutputProducer:
                 partition=in_partition,
                 offset=in_offset,
             )
+        if not self._may_write(topic):
+            raise ProduceError(
+                f"output to {topic!r} refused: Topic authorization failed (no WRITE permission)",
+                topic=in_topic,
+                partition=in_partition,
+                offset=in_offset,
+            )
         self._known_topics.add(topic)
+
+    def _may_write(self, topic: str) -> bool:
+        """Whether this principal may write `topic`, as the broker reports it (KIP-430). Checked before
+        producing: a refused write fails a transaction in a state librdkafka may not abort cleanly."""
+        try:
+            futures = _clients.admin(self.config).describe_topics(
+                TopicCollection([topic]), request_timeout=self._timeout_s, include_authorized_operations=True
+            )
+            operations = futures[topic].result(self._timeout_s).authorized_operations
+        except KafkaException:
+            return True  # no answer is no verdict: the produce path reports whatever goes wrong
+        return operations is None or bool({AclOperation.WRITE, AclOperation.ALL} & set(operations))
 
     def _on_delivery(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:

@@ -189,7 +189,12 @@ class PartitionTask:
                 self.stats.redos += 1
                 self.log.warning("redoing transaction", attempt=attempt + 1, rows=len(self.pending))
             except RecordError as exc:
-                self._abort(exc)
+                try:
+                    self._abort(exc)
+                except FatalError as abort_failure:
+                    # The producer died aborting; the record's error is still the one to report
+                    # (the next incarnation's init_transactions ends the transaction).
+                    self.log.error("abort failed", error=str(abort_failure))
                 raise
             except FencedError as exc:
                 if not (self.reused and self.stats.transactions == 0):

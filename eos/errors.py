@@ -4,6 +4,7 @@
     ├── ConfigError             a setting is invalid; names the field (also a ValueError)
     ├── BatchSchemaError        the batch lacks or mistypes a column; raised before any transaction
     ├── BrokerUnreachableError  no broker answered within the deadline
+    ├── AuthenticationError     the broker refused the credentials (SASL/SSL)
     ├── TopicNotFoundError      the output topic does not exist; raised before any transaction
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
@@ -44,6 +45,17 @@ class BatchSchemaError(EosError, ValueError):
 
 class BrokerUnreachableError(EosError):
     """No Kafka broker answered within the configured deadline."""
+
+
+class AuthenticationError(EosError):
+    """The broker refused this client's credentials."""
+
+
+_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+def is_authentication_error(err: KafkaError | None) -> bool:
+    return err is not None and err.code() in _AUTHENTICATION_CODES
 
 
 class TopicNotFoundError(EosError):

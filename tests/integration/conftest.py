@@ -57,7 +57,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         with KafkaContainer(KAFKA_IMAGE) as container:
             yield Broker(container.get_bootstrap_server())
         return
-    local = LocalBroker(home=tmp_path_factory.mktemp("kafka"), port=free_port(), controller_port=free_port())
+    local = LocalBroker(
+        home=tmp_path_factory.mktemp("kafka"),
+        port=free_port(),
+        controller_port=free_port(),
+        sasl_port=free_port(),  # SASL/PLAIN with ACLs beside the PLAINTEXT listener (test_security.py)
+    )
     local.up()
     try:
         yield Broker(local.bootstrap_servers, local)

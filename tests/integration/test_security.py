@@ -1,0 +1,134 @@
+"""A secured cluster: SASL/PLAIN credentials and ACLs reach every client eos creates — producer,
+consumers, admin and the Spark Kafka source — from the one `Config.kafka` mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+from conftest import finish, group_offsets, start_pipeline
+
+import eos
+from eos import testing
+from eos._localbroker import SASL_USERS
+
+
+@pytest.fixture
+def secured(broker, names):
+    """Topics and ACLs: alice may do everything the pipeline needs; bob may not write the output."""
+    local = broker.require_local()
+    source, output = names("sec-in"), names("sec-out")
+    testing.create_topic(local.bootstrap_servers, source, 2)
+    testing.create_topic(local.bootstrap_servers, output, 2)
+    sent = testing.produce_sequence(local.bootstrap_servers, source, 2, 500)
+    app = names("sec-app")
+
+    def allow(user, rtype, name, op, pattern=ResourcePatternType.LITERAL):
+        return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, AclPermissionType.ALLOW)
+
+    acls = []
+    for user in ("alice", "bob"):
+        acls += [
+            allow(user, ResourceType.TOPIC, source, AclOperation.ALL),
+            allow(
+                user, ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED
+            ),  # changelogs
+            allow(user, ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
+            allow(
+                user, ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED
+            ),
+            allow(user, ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
+            allow(user, ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
+            allow(user, ResourceType.TOPIC, output, AclOperation.DESCRIBE),
+            allow(user, ResourceType.TOPIC, output, AclOperation.READ),
+        ]
+    acls.append(allow("alice", ResourceType.TOPIC, output, AclOperation.WRITE))
+    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+    return local, source, output, app, sent
+
+
+def _config(local, user, password, app, output, **kw):
+    return eos.Config(
+        bootstrap_servers=local.sasl_bootstrap_servers,
+        app_id=app,
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        kafka={
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": password,
+        },
+        **kw,
+    )
+
+
+def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secured, tmp_path):
+    """The example pipeline as its own driver process, credentials from EOS_KAFKA_* variables; its
+    whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password."""
+    local, source, output, app, sent = secured
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "EOS_KAFKA_SASL_MECHANISM": "PLAIN",
+        "EOS_KAFKA_SASL_USERNAME": "alice",
+        "EOS_KAFKA_SASL_PASSWORD": SASL_USERS["alice"],
+    }
+    summaries = tmp_path / "summaries.jsonl"
+    proc = start_pipeline(
+        local.sasl_bootstrap_servers, app, source, output, tmp_path / "ckpt", summaries, env
+    )
+    finish(proc)
+
+    result = testing.verify_exactly_once(local.bootstrap_servers, output, testing.flatten(sent))
+    assert result.exactly_once, result
+    logs = summaries.with_suffix(".log").read_text()
+    assert "partition written" in logs  # the executors' logs are in there
+    assert SASL_USERS["alice"] not in logs
+
+
+def test_wrong_password_fails_fast_with_a_clear_error(spark, secured, capfd):
+    local, source, output, app, _ = secured
+    config = _config(local, "alice", "not-the-password", app, output, operation_timeout_ms=20_000)
+
+    with pytest.raises(eos.AuthenticationError, match="refused the credentials"):
+        eos.read_stream(spark, config, [source])
+    with pytest.raises(eos.AuthenticationError):
+        eos.sink(config)(
+            spark.createDataFrame([], "topic string, partition int, offset long, value binary"), 0
+        )
+    captured = capfd.readouterr()
+    assert "not-the-password" not in captured.out + captured.err
+
+
+def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commits(spark, secured):
+    local, source, output, app, _ = secured
+    config = _config(local, "bob", SASL_USERS["bob"], app, output)
+    batch = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", local.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", json.dumps({source: {"0": 0, "1": 0}}))
+        .load()
+    )
+
+    with pytest.raises(Exception) as excinfo:
+        eos.sink(config)(batch, 0)
+
+    message = str(excinfo.value)
+    assert "ProduceError" in message and "authorization failed" in message.lower(), message[-3000:]
+    assert output in message and f"{source}/" in message
+    records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_committed", timeout=30)
+    assert records == []
+    plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic=output)
+    assert group_offsets(plaintext, source, 2) == {0: None, 1: None}
