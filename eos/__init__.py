@@ -3,6 +3,7 @@
 df.writeStream.foreachBatch(eos.sink(config)).start()
 """
 
+from eos._task import Commit
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
     AuthenticationError,
@@ -35,6 +36,7 @@ __all__ = [
     "BatchSummary",
     "BrokerUnreachableError",
     "BytesSerde",
+    "Commit",
     "Config",
     "ConfigError",
     "EosError",

@@ -76,6 +76,26 @@ class PartitionStats:
 Process = Callable[[Any, Any], Any]
 
 
+@attrs.frozen
+class Commit:
+    """What `on_commit` receives after each committed transaction (or at_least_once offset commit)
+    of one input topic-partition, on the executor (Samza's checkpoint listener)."""
+
+    app_id: str
+    topic: str
+    partition: int
+    #: the committed input offset: the next record to process
+    offset: int
+    batch_id: int
+    transactional_id: str | None
+    records: int
+    outputs: int
+    seconds: float
+
+
+OnCommit = Callable[[Commit], None]
+
+
 class PartitionTask:
     def __init__(
         self,
@@ -86,9 +106,12 @@ class PartitionTask:
         layout: Layout,
         process: Process | None,
         stores: dict[str, StoreSpec] | None = None,
+        on_commit: OnCommit | None = None,
     ) -> None:
         self.config = config
         self.stores = stores or {}
+        self.on_commit = on_commit
+        self.batch_id = batch_id
         self.topic = topic
         self.partition = partition
         self.layout = layout
@@ -294,6 +317,20 @@ class PartitionTask:
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = self.checkpoint.last_offset
         self.committed = self.checkpoint.last_offset + 1
+        if self.on_commit is not None:
+            self.on_commit(
+                Commit(
+                    app_id=self.config.app_id,
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=self.committed,
+                    batch_id=self.batch_id,
+                    transactional_id=self.stats.transactional_id,
+                    records=self.checkpoint.records,
+                    outputs=self.checkpoint.outputs,
+                    seconds=seconds,
+                )
+            )
         self.pending = []
         self.checkpoint = None
 
@@ -306,10 +343,11 @@ def run_partition(
     rows: Iterator[Any],
     *,
     stores: dict[str, StoreSpec] | None = None,
+    on_commit: OnCommit | None = None,
 ) -> Iterator[dict[str, Any]]:
     """`mapPartitions` function: one PartitionTask per contiguous (topic, partition) run."""
     for (topic, partition), tp_rows in itertools.groupby(
         rows, key=operator.itemgetter(layout.topic, layout.partition)
     ):
-        task = PartitionTask(config, topic, partition, batch_id, layout, process, stores)
+        task = PartitionTask(config, topic, partition, batch_id, layout, process, stores, on_commit)
         yield attrs.asdict(task.run(tp_rows))

@@ -20,7 +20,7 @@ import attrs
 
 from eos import _offsets
 from eos._log import get_logger
-from eos._task import Layout, Process, run_partition
+from eos._task import Layout, OnCommit, Process, run_partition
 from eos.config import Config
 from eos.errors import BatchSchemaError, TopicNotFoundError
 from eos.state import StoreSpec
@@ -47,6 +47,10 @@ class BatchSummary:
     seconds: float
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
+        return {k: v for k, v in attrs.asdict(self).items() if k != "per_partition"}
+
 
 class Sink:
     """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the batches it wrote."""
@@ -56,9 +60,11 @@ class Sink:
         config: Config,
         process: Process | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
+        on_commit: OnCommit | None = None,
     ) -> None:
         self.config = config
         self.process = process
+        self.on_commit = on_commit
         self.stores = {
             name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
             for name, spec in (stores or {}).items()
@@ -72,6 +78,13 @@ class Sink:
     def last(self) -> BatchSummary | None:
         return self.history[-1] if self.history else None
 
+    def summary(self, batch_id: int) -> BatchSummary | None:
+        """The summary of a batch, for a StreamingQueryListener: `event.progress.batchId` names it."""
+        for summary in reversed(self.history):
+            if summary.batch_id == batch_id:
+                return summary
+        return None
+
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.monotonic()
         layout, columns = self._layout(batch_df)  # 1
@@ -81,13 +94,19 @@ class Sink:
             .repartition("topic", "partition")
             .sortWithinPartitions("topic", "partition", "offset")
         )  # 3
-        task = partial(run_partition, self.config, batch_id, layout, self.process, stores=self.stores)
+        task = partial(
+            run_partition,
+            self.config,
+            batch_id,
+            layout,
+            self.process,
+            stores=self.stores,
+            on_commit=self.on_commit,
+        )
         stats = grouped.rdd.mapPartitions(task).collect()  # 4
         summary = self._summarize(batch_id, stats, time.monotonic() - started)  # 5
         self.history.append(summary)
-        self.log.info(
-            "batch written", **{k: v for k, v in attrs.asdict(summary).items() if k != "per_partition"}
-        )
+        self.log.info("batch written", **summary.as_dict())
 
     def _layout(self, df) -> tuple[Layout, list[str]]:
         """Check the batch's columns; return where each one sits in the rows the tasks receive."""
@@ -178,10 +197,14 @@ class Sink:
 
 
 def sink(
-    config: Config, process: Process | None = None, stores: Mapping[str, StoreSpec | str] | None = None
+    config: Config,
+    process: Process | None = None,
+    stores: Mapping[str, StoreSpec | str] | None = None,
+    on_commit: OnCommit | None = None,
 ) -> Sink:
     """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
 
     `stores` names the state stores `process` may use, each with its StoreSpec (or a value serde name).
+    `on_commit(eos.Commit)` is called on the executor after each commit of an input topic-partition.
     """
-    return Sink(config, process, stores)
+    return Sink(config, process, stores, on_commit)
