@@ -104,12 +104,12 @@ def checkpoint_dir(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
 
 
-def run_query(spark, config, topics, checkpoint, process=None, **source_options):
+def run_query(spark, config, topics, checkpoint, process=None, sink=None, **source_options):
     """Run an eos pipeline until the input available now is written; returns the Sink (its history)."""
     import eos
 
     df = eos.read_stream(spark, config, topics, **source_options)
-    sink = eos.sink(config, process)
+    sink = sink or eos.sink(config, process)
     query = (
         df.writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+from conftest import run_query
 from pyspark.sql.streaming import StreamingQueryListener
 
 import eos
@@ -66,14 +67,7 @@ def test_on_commit_hook_and_listener_summaries(spark, bootstrap, names, checkpoi
     listener = Listener()
     spark.streams.addListener(listener)
     try:
-        df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=1_200)
-        query = (
-            df.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(checkpoint_dir))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        run_query(spark, config, [source], checkpoint_dir, sink=sink, maxOffsetsPerTrigger=1_200)
         deadline = time.monotonic() + 30  # listener events arrive asynchronously
         while len(seen) < len(sink.history) and time.monotonic() < deadline:
             time.sleep(0.2)
