@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import sqlite3
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import finish, seed, start_pipeline
 
 from eos import testing
-from eos.testing import read_summaries
+from eos.testing import DriverProcess, read_summaries
 
 PARTITIONS = 4
 
@@ -124,3 +128,92 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
         f"{sum(s['skipped'] for s in history)}: {result}"
     )
     assert result.exactly_once, result
+
+
+def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):
+    """F7: the broker is stopped and started again twice while the pipeline writes transactions."""
+    local = broker.require_local()
+    source, output, sent = seed(local.bootstrap_servers, names, 4_000)
+    summaries = tmp_path / "summaries.jsonl"
+    proc = start_pipeline(
+        local.bootstrap_servers,
+        names("app"),
+        source,
+        output,
+        tmp_path / "ckpt",
+        summaries,
+        env={"EOS_PROCESSING_GUARANTEE": "exactly_once"},
+        max_offsets=1_000,
+        commit_every=300,
+    )
+    restarts = 0
+    for wanted in (2, 6):
+        deadline = time.monotonic() + 180
+        while len(read_summaries(summaries)) < wanted and proc.running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if proc.running():
+            local.down()
+            time.sleep(3)
+            local.up()
+            restarts += 1
+    finish(proc)
+
+    result = testing.verify_exactly_once(local.bootstrap_servers, output, testing.flatten(sent))
+    history = read_summaries(summaries)
+    print(
+        f"{restarts} broker restarts, {len(history)} batches, aborted {sum(s['aborted'] for s in history)}, "
+        f"redos {sum(s['redos'] for s in history)}: {result}"
+    )
+    assert restarts == 2
+    assert result.exactly_once, result
+
+
+def test_paused_zombie_is_fenced_after_takeover_and_writes_nothing(bootstrap, names, tmp_path):
+    """F8 for real: an incarnation of a partition task is SIGSTOPped mid-transaction, another takes
+    the partition over (on another host: its own state directory) and commits; the zombie is resumed
+    with SIGCONT, is fenced, and neither its outputs nor its state writes ever become visible."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 300)
+    app_id = names("app")
+    app = Path(__file__).with_name("partition_task_app.py")
+
+    def task(host: str, pause_at: int) -> DriverProcess:
+        marker = tmp_path / f"{host}.paused"
+        args = [
+            sys.executable,
+            str(app),
+            bootstrap,
+            app_id,
+            source,
+            output,
+            "0",
+            str(tmp_path / host),
+            str(pause_at),
+            str(marker),
+        ]
+        return DriverProcess(args, log_path=str(tmp_path / f"{host}.log")), marker
+
+    zombie, paused = task("host-a", 150)
+    deadline = time.monotonic() + 120
+    while not paused.exists() and zombie.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert paused.exists(), zombie.log_tail()
+    os.kill(zombie.proc.pid, signal.SIGSTOP)  # mid-transaction: 150 records produced, nothing committed
+    try:
+        winner, _ = task("host-b", -1)
+        assert winner.wait(120) == 0, winner.log_tail()
+    finally:
+        os.kill(zombie.proc.pid, signal.SIGCONT)
+    assert zombie.wait(120) != 0
+    assert "fenced" in zombie.log_tail().lower()
+
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    plain, emitted = testing.split_counted(records)
+    result = testing.compare(testing.flatten(sent), plain, hanging)
+    assert result.exactly_once, result
+    assert testing.count_mismatches(emitted, testing.expected_running_counts(sent)) == 0
+    zombie_store = tmp_path / "host-a" / app_id / f"{source}-0"
+    with sqlite3.connect(zombie_store / "counts.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM kv").fetchone()[0] == 0, "the zombie wrote local state"
