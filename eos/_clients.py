@@ -140,6 +140,19 @@ def restore_consumer(config: Config) -> Consumer:
         return _consumers[key]
 
 
+def watermark_consumer(config: Config) -> Consumer:
+    """A read_uncommitted consumer for high watermarks only: a read_committed one answers the last
+    stable offset instead, which stops short of an open transaction."""
+    settings = consumer_settings(
+        config, **{"group.id": f"{config.app_id}-watermarks", "isolation.level": "read_uncommitted"}
+    )
+    with _lock:
+        key = _key(settings)
+        if key not in _consumers:
+            _consumers[key] = Consumer(settings)
+        return _consumers[key]
+
+
 def group_consumer(config: Config) -> Consumer:
     """A consumer of the group `app_id` that never subscribes: used to read and commit its offsets
     and for its group metadata. It does not join the group, so the group has no members."""

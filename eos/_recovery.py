@@ -126,7 +126,10 @@ class PartitionState:
         consumer = _clients.restore_consumer(self.config)
         try:
             timeout = self.config.operation_timeout_ms / 1000
-            high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            # The true high watermark (read_uncommitted): reading up to it waits out open transactions.
+            high = _clients.watermark_consumer(self.config).get_watermark_offsets(
+                tp, timeout=timeout, cached=False
+            )[1]
             if start > high:
                 # The changelog lost data (deleted and recreated, unclean election): the store cannot
                 # be trusted beyond what the changelog holds.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 
 import attrs
@@ -91,3 +92,46 @@ def test_restore_100k_keys_and_abort_cost_per_mode(bootstrap, names, tmp_path):
         f"wipe-and-restore {abort_cost['wipe'] * 1000:.1f} ms "
         f"({abort_cost['wipe'] / abort_cost['transactional']:.0f}x)"
     )
+
+
+def test_restore_waits_for_an_open_transaction_instead_of_stopping_short(bootstrap, names, tmp_path):
+    """A read_committed reader stops at the last stable offset: a restore that took that for the end
+    would return partial state. It must wait until the transaction ends, then read everything."""
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_dir=str(tmp_path),
+    )
+    changelog = ensure_changelog(config, source, "big")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-open"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(changelog, json.dumps(i).encode(), f"key{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(10, 15):
+        producer.produce(changelog, json.dumps(i).encode(), f"key{i}".encode(), partition=0)
+    producer.flush(30)  # in the log, uncommitted: the last stable offset stays before them
+
+    done = threading.Event()
+    result = {}
+
+    def restore():
+        state, _ = _open(config, source)
+        result["restored"] = state.restored
+        result["keys"] = sorted(state.view.store("big").keys())
+        state.close()
+        done.set()
+
+    worker = threading.Thread(target=restore, daemon=True)
+    worker.start()
+    assert not done.wait(3), "the restore returned while a transaction on the changelog was open"
+    producer.commit_transaction(30)
+    assert done.wait(60), "the restore did not finish after the transaction ended"
+    assert result["restored"] == 15
+    assert result["keys"] == sorted(f"key{i}" for i in range(15))

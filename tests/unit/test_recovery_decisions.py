@@ -504,6 +504,7 @@ def consumer(monkeypatch):
     holder: dict[str, FakeConsumer] = {}
     monkeypatch.setattr(_recovery, "ensure_changelog", lambda config, topic, store: None)
     monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
+    monkeypatch.setattr(_clients, "watermark_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_crash, "_ARMED", frozenset())
 
     def install(records, high) -> FakeConsumer:

@@ -1,0 +1,72 @@
+"""When a transaction must commit: commit_every records, commit_interval_ms of age, or a state
+buffer of state_buffer_max_keys uncommitted keys — whichever comes first (memory stays bounded)."""
+
+from __future__ import annotations
+
+import eos
+from eos._checkpoint import Checkpoint
+
+
+class Producer:
+    in_transaction = False
+
+    def begin_transaction(self, log=None) -> None:
+        self.in_transaction = True
+
+
+class State:
+    def __init__(self) -> None:
+        self.keys = 0
+
+    def pending_keys(self) -> int:
+        return self.keys
+
+
+def config(**kw) -> eos.Config:
+    return eos.Config(
+        bootstrap_servers="b:1", app_id="app", output_topic="out", processing_guarantee="exactly_once", **kw
+    )
+
+
+def test_due_after_commit_every_records():
+    checkpoint = Checkpoint(config(commit_every=3), Producer(), "in", 0, log=None)
+    for offset in range(2):
+        checkpoint.mark(offset, 1)
+        assert not checkpoint.due()
+    checkpoint.mark(2, 1)
+    assert checkpoint.due()
+
+
+def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr("eos._checkpoint.time.monotonic", lambda: now[0])
+    checkpoint = Checkpoint(config(commit_interval_ms=500), Producer(), "in", 0, log=None)
+    checkpoint.mark(0, 1)
+    assert not checkpoint.due()
+    now[0] += 0.5
+    assert checkpoint.due()
+
+
+def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
+    state = State()
+    checkpoint = Checkpoint(
+        config(commit_every=1_000_000, state_buffer_max_keys=100), Producer(), "in", 0, log=None, state=state
+    )
+    checkpoint.mark(0, 1)
+    state.keys = 99
+    assert not checkpoint.due()
+    state.keys = 100
+    assert checkpoint.due()
+
+
+def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
+    eos_producer, alo_producer = Producer(), Producer()
+    Checkpoint(config(), eos_producer, "in", 0, log=None)
+    Checkpoint(
+        config().__class__(bootstrap_servers="b:1", app_id="app", output_topic="out"),
+        alo_producer,
+        "in",
+        0,
+        log=None,
+    )
+    assert eos_producer.in_transaction and not alo_producer.in_transaction
