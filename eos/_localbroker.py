@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", type=Path)
     parser.add_argument("--port", type=int)
     parser.add_argument("--controller-port", type=int, help="default: port + 1")
+    parser.add_argument("--sasl-port", type=int, help="add a SASL/PLAIN listener with ACLs enforced")
     args = parser.parse_args(argv)
     broker = default_broker()
     if args.home:
@@ -288,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         broker = LocalBroker(home=broker.home, port=args.port)
     if args.controller_port:
         broker.controller_port = args.controller_port
+    if args.sasl_port:
+        broker.sasl_port = args.sasl_port
     try:
         if args.action == "up":
             was_up = broker.pid() is not None

@@ -45,6 +45,7 @@ def _localbroker(action: str, local) -> subprocess.CompletedProcess:
             str(local.port),
             "--controller-port",
             str(local.controller_port),
+            *(["--sasl-port", str(local.sasl_port)] if local.sasl_port else []),
         ],
         capture_output=True,
         text=True,
