@@ -122,43 +122,40 @@ def authentication_failure(config: Config) -> KafkaError | None:
     return _auth_failures.get(_key(admin_settings(config)))
 
 
-def restore_consumer(config: Config) -> Consumer:
-    """A read_committed consumer for reading changelogs by assignment (it never commits)."""
-    settings = consumer_settings(
-        config,
-        **{
-            "group.id": f"{config.app_id}-restore",
-            "enable.partition.eof": True,
-            # A roll-forward is often just the commit marker after the local offset: answer fast.
-            "fetch.wait.max.ms": 10,
-        },
-    )
+def _cached_consumer(settings: dict[str, Any]) -> Consumer:
     with _lock:
         key = _key(settings)
         if key not in _consumers:
             _consumers[key] = Consumer(settings)
         return _consumers[key]
+
+
+def restore_consumer(config: Config) -> Consumer:
+    """A read_committed consumer for reading changelogs by assignment (it never commits)."""
+    return _cached_consumer(
+        consumer_settings(
+            config,
+            **{
+                "group.id": f"{config.app_id}-restore",
+                "enable.partition.eof": True,
+                # A roll-forward is often just the commit marker after the local offset: answer fast.
+                "fetch.wait.max.ms": 10,
+            },
+        )
+    )
 
 
 def watermark_consumer(config: Config) -> Consumer:
     """A read_uncommitted consumer for high watermarks only: a read_committed one answers the last
     stable offset instead, which stops short of an open transaction."""
-    settings = consumer_settings(
-        config, **{"group.id": f"{config.app_id}-watermarks", "isolation.level": "read_uncommitted"}
+    return _cached_consumer(
+        consumer_settings(
+            config, **{"group.id": f"{config.app_id}-watermarks", "isolation.level": "read_uncommitted"}
+        )
     )
-    with _lock:
-        key = _key(settings)
-        if key not in _consumers:
-            _consumers[key] = Consumer(settings)
-        return _consumers[key]
 
 
 def group_consumer(config: Config) -> Consumer:
     """A consumer of the group `app_id` that never subscribes: used to read and commit its offsets
     and for its group metadata. It does not join the group, so the group has no members."""
-    settings = consumer_settings(config)
-    with _lock:
-        key = _key(settings)
-        if key not in _consumers:
-            _consumers[key] = Consumer(settings)
-        return _consumers[key]
+    return _cached_consumer(consumer_settings(config))
