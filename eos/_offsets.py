@@ -10,7 +10,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from eos import _clients
 from eos._retry import Deadline, retry_call
 from eos.config import Config
-from eos.errors import AuthenticationError, BrokerUnreachableError, kafka_error_of
+from eos.errors import AuthenticationError, BrokerUnreachableError, TopicNotFoundError, kafka_error_of
 
 
 def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[tuple[str, int], int | None]:
@@ -85,3 +85,13 @@ def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
             continue
         out[topic] = len(md.partitions)
     return out
+
+
+def require_topics(config: Config, topics: Iterable[str], role: str) -> dict[str, int]:
+    """`topic_partitions`, raising TopicNotFoundError for the first of `topics` that is missing."""
+    topics = list(topics)
+    found = topic_partitions(config, topics)
+    for topic in topics:
+        if topic not in found:
+            raise TopicNotFoundError(topic, role)
+    return found

@@ -5,7 +5,7 @@
     ├── BatchSchemaError        the batch lacks or mistypes a column; raised before any transaction
     ├── BrokerUnreachableError  no broker answered within the deadline
     ├── AuthenticationError     the broker refused the credentials (SASL/SSL)
-    ├── TopicNotFoundError      the output topic does not exist; raised before any transaction
+    ├── TopicNotFoundError      an input or output topic does not exist; raised before any transaction
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
     │   ├── ProcessError        the user's `process` function raised
@@ -59,9 +59,9 @@ def is_authentication_error(err: KafkaError | None) -> bool:
 
 
 class TopicNotFoundError(EosError):
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, role: str = "output") -> None:
         self.topic = topic
-        super().__init__(f"output topic {topic!r} does not exist (eos does not create output topics)")
+        super().__init__(f"{role} topic {topic!r} does not exist (eos creates only changelog topics)")
 
 
 class RecordError(EosError):

@@ -13,7 +13,6 @@ from eos._cache import spark_jars_dir
 from eos._clients import spark_source_options
 from eos._log import get_logger
 from eos.config import Config
-from eos.errors import TopicNotFoundError
 
 #: `local[*]` with up to 4 attempts per task, as a cluster has by default (plain `local[*]` has 1).
 DEFAULT_MASTER = "local[*, 4]"
@@ -56,10 +55,7 @@ def spark_session(app_name: str = "eos", master: str | None = None, conf: Mappin
 def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     """Spark's `startingOffsets`: the group's committed offsets where it has them (Kafka is the source
     of truth, so a lost Spark checkpoint does not reprocess committed input), else the configured default."""
-    counts = _offsets.topic_partitions(config, topics)
-    for topic in topics:
-        if topic not in counts:
-            raise TopicNotFoundError(topic)
+    counts = _offsets.require_topics(config, topics, "input")
     tps = [(t, p) for t in topics for p in range(counts[t])]
     committed = _offsets.committed(config, tps)
     if all(v is None for v in committed.values()):

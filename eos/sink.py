@@ -22,7 +22,7 @@ from eos import _offsets
 from eos._log import get_logger
 from eos._task import Layout, OnCommit, Process, run_partition
 from eos.config import Config
-from eos.errors import BatchSchemaError, TopicNotFoundError
+from eos.errors import BatchSchemaError
 from eos.state import StoreSpec
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
@@ -168,11 +168,9 @@ class Sink:
         return layout, columns
 
     def _check_topics(self) -> None:
-        topics = [self.config.output_topic] if self.config.output_topic else []
-        found = _offsets.topic_partitions(self.config, topics)
-        for topic in topics:
-            if topic not in found:
-                raise TopicNotFoundError(topic)
+        _offsets.require_topics(
+            self.config, [self.config.output_topic] if self.config.output_topic else [], "output"
+        )
 
     def _summarize(self, batch_id: int, stats: list[dict[str, Any]], seconds: float) -> BatchSummary:
         def total(key: str) -> int:
