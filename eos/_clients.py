@@ -17,13 +17,15 @@ from eos.config import Config
 from eos.errors import is_authentication_error
 
 # librdkafka spells some security settings differently from the Java client that Spark's source uses.
-_JAVA_NAMES = {
-    "ssl.ca.location": None,  # Java needs a truststore: set kafka.ssl.truststore.* in spark options instead
-    "ssl.certificate.location": None,
-    "ssl.key.location": None,
-    "sasl.username": None,
-    "sasl.password": None,
-}
+_LIBRDKAFKA_ONLY = frozenset(
+    {
+        "ssl.ca.location",  # Java needs a truststore: set kafka.ssl.truststore.* in spark options instead
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "sasl.username",  # turned into sasl.jaas.config below
+        "sasl.password",
+    }
+)
 
 
 def _base(config: Config) -> dict[str, Any]:
@@ -71,7 +73,7 @@ def spark_source_options(config: Config) -> dict[str, str]:
     password = config.kafka.get("sasl.password")
     mechanism = str(config.kafka.get("sasl.mechanism", config.kafka.get("sasl.mechanisms", "PLAIN"))).upper()
     for key, value in config.kafka.items():
-        if key in _JAVA_NAMES:
+        if key in _LIBRDKAFKA_ONLY:
             continue
         if key == "sasl.mechanisms":
             key = "sasl.mechanism"

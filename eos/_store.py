@@ -10,8 +10,9 @@ the transactional store needs.
 Two modes (`Config.state_mode`):
 - "transactional" (KIP-892): writes stay in memory until the Kafka transaction commits, then are
   applied in one SQLite transaction with the changelog offset. An abort just drops them.
-- "wipe" (KIP-129): writes go to SQLite as they happen; the checkpoint file is removed while the task
-  runs, so any abort or crash leaves the store unclean and it is wiped and restored.
+- "wipe" (KIP-129): writes go to SQLite as they happen; the first write after a commit removes the
+  checkpoint file, so an abort or crash with uncommitted writes leaves the store unclean and it is
+  wiped and restored.
 """
 
 from __future__ import annotations

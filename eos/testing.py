@@ -9,6 +9,10 @@ the same check against their own pipelines.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -229,9 +233,6 @@ class DriverProcess:
     JVM and its Python workers down at once, as a lost machine would."""
 
     def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, log_path: str | None = None):
-        import os
-        import subprocess
-
         self.log_path = log_path
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
@@ -247,9 +248,6 @@ class DriverProcess:
 
     def kill(self) -> bool:
         """SIGKILL the whole process group; returns whether it was still running."""
-        import os
-        import signal
-
         if not self.running():
             return False
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -268,9 +266,6 @@ class DriverProcess:
 
 def read_summaries(path) -> list[dict]:
     """Batch summaries appended as JSON lines by examples/pipeline.py (--summaries)."""
-    import json
-    import os
-
     if not os.path.exists(path):
         return []
     with open(path) as f:
