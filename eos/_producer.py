@@ -40,7 +40,9 @@ class OutputProducer:
     def __init__(self, config: Config, transactional_id: str | None) -> None:
         self.config = config
         self.transactional_id = transactional_id
-        self._producer = Producer(producer_settings(config, transactional_id))
+        self._producer = Producer({**producer_settings(config, transactional_id), "error_cb": self._on_error})
+        #: the error that made this producer unusable, as librdkafka reports it through error_cb
+        self.fatal_error: KafkaError | None = None
         self._timeout_s = config.operation_timeout_ms / 1000
         self._failure: tuple[KafkaError, str, int] | None = None
         self._sent = 0
@@ -68,9 +70,16 @@ class OutputProducer:
                 self._producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery, **kwargs)
                 break
             except BufferError:
-                self._producer.poll(0.05)  # local queue full: serve delivery reports, then retry
+                self._serve(f"producing to {topic!r}", 0.05)  # queue full: serve delivery reports, retry
             except KafkaException as exc:
                 err = kafka_error_of(exc)
+                if err is not None and err.code() == KafkaError._FATAL:
+                    # produce() names only "an earlier fatal error"; poll() raises, or error_cb
+                    # receives, the one it was.
+                    self._serve(f"producing to {topic!r}", 0)
+                    if self.fatal_error is not None:
+                        fatal = KafkaException(self.fatal_error)
+                        raise as_eos_error(fatal, f"producing to {topic!r}") from exc
                 if err is not None and is_permanent_delivery_error(err):
                     raise ProduceError(
                         f"output to {topic!r} refused: {err.str()}",
@@ -81,7 +90,7 @@ class OutputProducer:
                 raise as_eos_error(exc, f"producing to {topic!r}") from exc
         self._sent += 1
         if self._sent % _POLL_EVERY == 0:
-            self._producer.poll(0)
+            self._serve(f"producing to {topic!r}", 0)
 
     def _check_topic(self, topic: str, in_topic: str, in_partition: int, in_offset: int) -> None:
         """Fail at once on a missing output topic instead of after message.timeout.ms."""
@@ -119,6 +128,17 @@ class OutputProducer:
             return True  # no answer is no verdict: the produce path reports whatever goes wrong
         return operations is None or bool({AclOperation.WRITE, AclOperation.ALL} & set(operations))
 
+    def _serve(self, what: str, timeout: float, flush: bool = False) -> int:
+        """poll() / flush(): they raise a fatal error (a fenced producer, say) as KafkaException."""
+        try:
+            return self._producer.flush(timeout) if flush else self._producer.poll(timeout)
+        except KafkaException as exc:
+            raise as_eos_error(exc, what) from exc
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal() and self.fatal_error is None:
+            self.fatal_error = err
+
     def _on_delivery(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
             if self._failure is None:
@@ -130,7 +150,7 @@ class OutputProducer:
 
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record."""
-        remaining = self._producer.flush(self._timeout_s)
+        remaining = self._serve("flushing outputs", self._timeout_s, flush=True)
         failure, self._failure = self._failure, None
         if failure is not None:
             err, out_topic, in_offset = failure
