@@ -167,51 +167,84 @@ class Comparison:
     out_of_order: int
     unexpected: int
     hanging_partitions: tuple[int, ...] = ()
+    #: emitted running counts that differ from the recomputation (stateful outputs only)
+    state_mismatches: int = 0
 
     @property
     def exactly_once(self) -> bool:
         return not (
-            self.missing or self.duplicated or self.out_of_order or self.unexpected or self.hanging_partitions
+            self.missing
+            or self.duplicated
+            or self.out_of_order
+            or self.unexpected
+            or self.hanging_partitions
+            or self.state_mismatches
+        )
+
+
+class HistoryChecker:
+    """The exactly-once check, fed one output record at a time (the records of each output partition
+    in offset order), so a consumer can run it while faults are still being injected.
+
+    Order: within each output partition, the records of one input partition must keep their input
+    sequence order (a partitioner may spread one input partition over several output partitions).
+    With `running_counts` (stateful outputs `<value>#<count>`), each emitted count is also compared
+    with the recomputation from the input.
+    """
+
+    def __init__(self, expected: Iterable[bytes], running_counts: Mapping[bytes, int] | None = None):
+        self.expected = Counter(expected)
+        self.running_counts = running_counts
+        self.seen: Counter = Counter()
+        self.received = self.duplicated = self.out_of_order = self.unexpected = self.state_mismatches = 0
+        self._last_seq: dict[tuple[int, str, int], int] = {}
+
+    def add(self, record: OutputRecord) -> None:
+        self.received += 1
+        value = record.value
+        if self.running_counts is not None:
+            value, _, count = value.rpartition(b"#")
+            if self.running_counts.get(value) != int(count or -1):
+                self.state_mismatches += 1
+        if value not in self.expected:
+            self.unexpected += 1
+            return
+        self.seen[value] += 1
+        if self.seen[value] > self.expected[value]:
+            self.duplicated += 1  # a duplicate is counted as such, not also as out of order
+            return
+        topic, in_partition, seq = parse_value(value)
+        key = (record.partition, topic, in_partition)
+        last = self._last_seq.get(key)
+        if last is not None and seq < last:
+            self.out_of_order += 1
+        else:
+            self._last_seq[key] = seq
+
+    def result(self, hanging_partitions: Iterable[int] = ()) -> Comparison:
+        return Comparison(
+            expected=sum(self.expected.values()),
+            received=self.received,
+            missing=sum(max(0, n - self.seen[v]) for v, n in self.expected.items()),
+            duplicated=self.duplicated,
+            out_of_order=self.out_of_order,
+            unexpected=self.unexpected,
+            hanging_partitions=tuple(hanging_partitions),
+            state_mismatches=self.state_mismatches,
         )
 
 
 def compare(
-    expected: Iterable[bytes], received: Iterable[OutputRecord], hanging_partitions: Iterable[int] = ()
+    expected: Iterable[bytes],
+    received: Iterable[OutputRecord],
+    hanging_partitions: Iterable[int] = (),
+    running_counts: Mapping[bytes, int] | None = None,
 ) -> Comparison:
-    """Compare an output history with the input values it should carry exactly once.
-
-    Order: within each output partition, the records of one input partition must keep their input
-    sequence order (a partitioner may spread one input partition over several output partitions).
-    """
-    expected_counts = Counter(expected)
-    received_list = list(received)
-    received_counts = Counter(r.value for r in received_list)
-    missing = sum(max(0, n - received_counts[v]) for v, n in expected_counts.items())
-    duplicated = sum(
-        max(0, n - expected_counts[v]) for v, n in received_counts.items() if v in expected_counts
-    )
-    unexpected = sum(n for v, n in received_counts.items() if v not in expected_counts)
-    out_of_order = 0
-    last_seq: dict[tuple[int, str, int], int] = {}
-    seen: set[bytes] = set()
-    for record in sorted(received_list, key=lambda r: (r.partition, r.offset)):
-        if record.value not in expected_counts or record.value in seen:
-            continue  # a duplicate is counted as such, not also as out of order
-        seen.add(record.value)
-        topic, in_partition, seq = parse_value(record.value)
-        key = (record.partition, topic, in_partition)
-        if key in last_seq and seq < last_seq[key]:
-            out_of_order += 1
-        last_seq[key] = max(seq, last_seq.get(key, seq))
-    return Comparison(
-        expected=sum(expected_counts.values()),
-        received=len(received_list),
-        missing=missing,
-        duplicated=duplicated,
-        out_of_order=out_of_order,
-        unexpected=unexpected,
-        hanging_partitions=tuple(hanging_partitions),
-    )
+    """Compare a whole output history with the input values it should carry exactly once."""
+    checker = HistoryChecker(expected, running_counts)
+    for record in sorted(received, key=lambda r: (r.partition, r.offset)):
+        checker.add(record)
+    return checker.result(hanging_partitions)
 
 
 def verify_exactly_once(
@@ -309,6 +342,16 @@ def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tup
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
         state[(r.partition, r.key)] = r.value
     return state
+
+
+def changelog_mismatches(bootstrap: str, changelog: str, sent: Mapping[int, list[bytes]]) -> int:
+    """Keys whose last committed count in the changelog differs from the recomputation from the
+    input (`produce_sequence` input, a `json` count store), plus keys that should not exist."""
+    expected = expected_final_counts(sent)
+    state = final_state(bootstrap, changelog)
+    return sum(1 for k, n in expected.items() if state.get(k) != str(n).encode()) + sum(
+        1 for k in state if k not in expected
+    )
 
 
 def expected_final_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[tuple[int, bytes], int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eos.testing import OutputRecord, compare, flatten, parse_value, seq_value
+from eos.testing import HistoryChecker, OutputRecord, compare, flatten, parse_value, seq_value
 
 IN = "orders-in"
 
@@ -143,3 +143,38 @@ def test_empty_output_of_nonempty_input_is_all_missing():
     result = compare(flatten(sent), [])
     assert counts(result) == {**ZERO, "missing": 6}
     assert result.received == 0
+
+
+# -- the incremental checker the chaos harness runs while faults are injected ----------------------------
+
+
+def test_history_checker_fed_live_matches_compare_on_the_whole_history():
+    sent = inputs(2, 10)
+    out = history(sent[0][:5] + sent[0][3:], sent[1][::-1])  # 3 duplicates; partition 1 reversed
+    checker = HistoryChecker(flatten(sent))
+    for record in out:
+        checker.add(record)
+    live = checker.result()
+    assert live == compare(flatten(sent), out)
+    assert (live.duplicated, live.out_of_order, live.missing) == (2, 9, 0)
+    assert not live.exactly_once
+
+
+def test_history_checker_counts_running_count_mismatches():
+    sent = inputs(1, 4)
+    expected_counts = {v: i + 1 for i, v in enumerate(sent[0])}
+    good = [v + b"#%d" % (i + 1) for i, v in enumerate(sent[0])]
+    wrong = good[:2] + [sent[0][2] + b"#7"] + good[3:]
+    assert compare(flatten(sent), history(good), running_counts=expected_counts).exactly_once
+    result = compare(flatten(sent), history(wrong), running_counts=expected_counts)
+    assert result.state_mismatches == 1 and result.missing == 0
+    assert not result.exactly_once
+
+
+def test_history_checker_sees_a_replayed_duplicate_with_a_doubled_count_as_both():
+    """at_least_once after a crash: the replayed record is emitted again with its count advanced."""
+    sent = inputs(1, 3)
+    expected_counts = {v: i + 1 for i, v in enumerate(sent[0])}
+    out = [sent[0][0] + b"#1", sent[0][1] + b"#2", sent[0][1] + b"#3", sent[0][2] + b"#4"]
+    result = compare(flatten(sent), history(out), running_counts=expected_counts)
+    assert (result.duplicated, result.state_mismatches, result.missing) == (1, 2, 0)
