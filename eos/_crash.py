@@ -4,6 +4,10 @@ Armed only by `EOS_CRASH_AT=<point>[,<point>...]`, read once at import; unarmed,
 constant-time no-op. With `EOS_CRASH_ONCE_DIR` set, each point fires once across all processes
 (a marker file is created atomically before the kill), so the retried attempt runs through.
 
+`EOS_PAUSE_AT=<point>` stops the process there instead (SIGSTOP to itself, once, its pid written to
+`<EOS_CRASH_ONCE_DIR>/paused-<point>`), so a harness can resume it with SIGCONT after another attempt
+has taken the partition over (a zombie) or after the transaction timeout has passed.
+
 `EOS_ABORT_AT=before_commit` likewise makes `abort_point("before_commit")` raise an abortable
 error, so the transaction is aborted and redone for real.
 """
@@ -22,6 +26,7 @@ POINTS = (
 )
 
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)
+_PAUSE_ARMED = frozenset(p for p in os.environ.get("EOS_PAUSE_AT", "").split(",") if p)
 _ABORT_ARMED = frozenset(p for p in os.environ.get("EOS_ABORT_AT", "").split(",") if p)
 _ONCE_DIR = os.environ.get("EOS_CRASH_ONCE_DIR")
 
@@ -40,6 +45,8 @@ def _first_time(marker: str) -> bool:
 
 
 def point(name: str) -> None:
+    if name in _PAUSE_ARMED and _first_time(f"paused-{name}"):
+        os.kill(os.getpid(), signal.SIGSTOP)
     if name in _ARMED and _first_time(f"crashed-{name}"):
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -84,3 +85,33 @@ def test_subprocess_once_dir_crashes_only_the_first_time(tmp_path):
     second = run(EOS_CRASH_AT="after_produce", EOS_CRASH_ONCE_DIR=str(tmp_path))
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == "survived"
+
+
+def test_pause_point_stops_the_process_once_until_sigcont(tmp_path):
+    """EOS_PAUSE_AT for real: the child stops itself, writes its pid, and runs on after SIGCONT."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("EOS_")}
+    env = {**environ, "EOS_PAUSE_AT": "after_produce", "EOS_CRASH_ONCE_DIR": str(tmp_path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT + "; c.point('after_produce'); print('twice', flush=True)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    marker = tmp_path / "paused-after_produce"
+    try:
+        for _ in range(600):
+            if marker.exists() and marker.read_text() and _state(child.pid) == "T":
+                break
+            time.sleep(0.05)
+        assert marker.read_text() == str(child.pid)
+        assert _state(child.pid) == "T"
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0
+    assert out.split() == ["survived", "twice"]  # the second pass of the point does not stop again
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(") ", 1)[1][0]
