@@ -1,0 +1,205 @@
+"""A real Spark standalone cluster on this machine, started from the PySpark install: one master and
+N workers, each worker launching its own executor JVM per application, whose Python workers are forked
+by `pyspark.daemon`. Losing an executor here is real, unlike in local mode.
+
+Also the process-tree helpers the fault schedule uses to find executor JVMs and Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import attrs
+
+from eos._localbroker import free_port
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+@attrs.frozen
+class Proc:
+    pid: int
+    ppid: int
+    cmdline: str
+
+
+def processes() -> dict[int, Proc]:
+    """Every live process: pid -> (parent, command line)."""
+    out: dict[int, Proc] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        rest = stat.rsplit(") ", 1)[1].split()
+        if rest[0] == "Z":
+            continue
+        pid = int(entry.name)
+        out[pid] = Proc(pid, int(rest[1]), cmdline)
+    return out
+
+
+def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
+    table = table if table is not None else processes()
+    children: dict[int, list[Proc]] = {}
+    for p in table.values():
+        children.setdefault(p.ppid, []).append(p)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return 0
+
+
+def signal_all(pids, sig: int) -> int:
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            pass
+    return sent
+
+
+@attrs.define
+class StandaloneCluster:
+    home: Path
+    workers: int = 2
+    cores_per_worker: int = 2
+    memory_per_worker: str = "1g"
+    port: int = attrs.field(factory=free_port)
+    webui_port: int = attrs.field(factory=free_port)
+    _procs: list[subprocess.Popen] = attrs.field(factory=list)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _start(self, name: str, main: str, *args: str) -> subprocess.Popen:
+        log = open(self.home / f"{name}.log", "ab")
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(_spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        proc = subprocess.Popen(
+            [str(_spark_home() / "bin" / "spark-class"), main, *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._procs.append(proc)
+        return proc
+
+    def up(self, timeout: float = 120) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui_port),
+        )
+        for i in range(self.workers):
+            work = self.home / f"worker-{i}"
+            work.mkdir(exist_ok=True)
+            self._start(
+                f"worker-{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(self.cores_per_worker),
+                "--memory",
+                self.memory_per_worker,
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(work),
+                self.master_url,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = [w for w in self.status().get("workers", []) if w.get("state") == "ALIVE"]
+            if len(alive) == self.workers:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"standalone cluster not up within {timeout}s; see {self.home}/*.log")
+
+    def status(self) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=5) as r:
+                return json.load(r)
+        except OSError:
+            return {}
+
+    def down(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                for p in descendants(proc.pid):
+                    signal_all([p.pid], signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._procs.clear()
+
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._procs[1:] if p.poll() is None]
+
+    def executors(self) -> list[Proc]:
+        """The executor JVMs the workers launched (one per worker per running application)."""
+        table = processes()
+        return [
+            p
+            for w in self.worker_pids()
+            for p in descendants(w, table)
+            if "CoarseGrainedExecutorBackend" in p.cmdline
+        ]
+
+    def python_workers(self) -> list[Proc]:
+        """Python worker processes: the children `pyspark.daemon` forks to run tasks."""
+        table = processes()
+        daemons = {
+            p.pid for w in self.worker_pids() for p in descendants(w, table) if "pyspark.daemon" in p.cmdline
+        }
+        return [p for p in table.values() if p.ppid in daemons]
+
+    def executor_tree(self) -> list[int]:
+        """Every executor JVM and Python process, for pausing the whole compute side."""
+        table = processes()
+        pids = []
+        for e in self.executors():
+            pids.append(e.pid)
+            pids.extend(p.pid for p in descendants(e.pid, table))
+        return pids

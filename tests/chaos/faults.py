@@ -1,0 +1,59 @@
+"""The fault schedule: what each driver incarnation arms and what is done to it from outside.
+
+Every fault is real: SIGKILL of a driver's process group, of a Python worker or of an executor JVM;
+SIGKILL from inside at a named crash point (`EOS_CRASH_AT`); a broker stopped and started again (or
+SIGKILLed); SIGSTOP/SIGCONT of a Python worker (a zombie that speculation takes over) or of every
+executor for longer than `transaction.timeout.ms`. The schedule is a pure function of a seed, so the
+exactly_once and at_least_once runs undergo the same one.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+from eos._crash import POINTS
+
+#: faults injected from outside while an incarnation runs, rotated over the incarnations
+EXTERNAL = (
+    "python_worker_kill",  # F10: Spark retries the task on a fresh worker
+    "broker_restart",  # F7
+    "zombie_pause",  # F8 + F10: SIGSTOP a Python worker; a speculative attempt takes over
+    "executor_kill",  # F10: the executor JVM is lost, its tasks (and shuffle output) are redone
+    "broker_restart",
+    "executor_pause",  # F9: every executor stopped for longer than transaction.timeout.ms
+    "python_worker_kill",
+    "broker_restart",
+)
+
+
+@attrs.frozen
+class Incarnation:
+    crash_points: tuple[str, ...]
+    external: tuple[str, ...]
+    #: how the incarnation ends: "driver_kill" (SIGKILL at a random moment), "rerun_batch" (F5: the driver
+    #: SIGKILLs itself after the sink finished a batch, before Spark's commit log), or "finish"
+    end: str
+    #: seconds to wait after the progress point before each external fault and before the driver kill
+    delays: tuple[float, ...]
+
+
+def schedule(seed: int, incarnations: int, externals_per_incarnation: int = 2) -> list[Incarnation]:
+    """`incarnations` faulty driver runs, then one that runs to the end of the input unharmed."""
+    rng = random.Random(seed)
+    plan = []
+    ext = 0
+    for i in range(incarnations):
+        points = [POINTS[i % len(POINTS)]]
+        if i >= len(POINTS):
+            points.append(POINTS[(i + 2) % len(POINTS)])
+        external = []
+        for _ in range(externals_per_incarnation):
+            external.append(EXTERNAL[ext % len(EXTERNAL)])
+            ext += 1
+        end = "rerun_batch" if i % 3 == 2 else "driver_kill"
+        delays = tuple(round(rng.uniform(0.2, 3.0), 2) for _ in range(len(external) + 1))
+        plan.append(Incarnation(tuple(points), tuple(external), end, delays))
+    plan.append(Incarnation((), (), "finish", ()))
+    return plan

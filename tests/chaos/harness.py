@@ -1,0 +1,483 @@
+"""`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
+
+    python tests/chaos/harness.py [--records 100000] [--incarnations 7] [--seed 1]
+                                  [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
+                                  [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
+
+Per run (a guarantee x a pipeline, same input, same fault schedule — see faults.py):
+    1. a fresh app id and output topic; a read_committed consumer follows the output from the start;
+    2. each driver incarnation arms its crash points (F1–F4, F6), receives its external faults (worker,
+       executor and driver kills, broker restarts, pauses) once it is writing batches, and is ended by a
+       SIGKILL of its process group (or F5: it kills itself between the sink and Spark's commit log);
+    3. a last incarnation runs to the end of the input;
+    4. markers go to every output partition; a fresh read_committed consumer reads until each is visible
+       (a transaction left hanging would hide it) and compares the output with the input; the running
+       counts and the changelog are compared with a recomputation; the live consumer's figures too.
+Writes reports/chaos.json, prints a table, and exits non-zero when an exactly_once run is not exactly
+once or fewer faults than asked for were injected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from cluster import StandaloneCluster, cpu_ticks, signal_all  # noqa: E402
+from faults import Incarnation, schedule  # noqa: E402
+
+from eos import testing  # noqa: E402
+from eos._localbroker import LocalBroker, free_port  # noqa: E402
+from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries  # noqa: E402
+
+PIPELINE = HERE / "chaos_pipeline.py"
+TRANSACTION_TIMEOUT_MS = 10_000
+PAUSES = {"zombie_pause", "executor_pause"}
+HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
+
+
+class LiveChecker(threading.Thread):
+    """A read_committed consumer following the output topic while the faults happen."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, checker: HistoryChecker):
+        super().__init__(daemon=True)
+        self.checker = checker
+        self.markers: dict[int, set[str]] = {p: set() for p in range(partitions)}
+        self._stop_at: str | None = None
+        self._stopped = threading.Event()
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"chaos-live-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "log_level": 2,  # broker restarts are expected: no connection-refused noise
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            msg = self.consumer.poll(0.5)
+            if msg is None or (msg.error() and not msg.error().fatal()):
+                continue  # broker restarts show up as transient transport errors
+            headers = tuple(msg.headers() or ())
+            marker = next((v.decode() for k, v in headers if k == testing.MARKER_HEADER), None)
+            if marker is not None:
+                self.markers[msg.partition()].add(marker)
+                continue
+            self.checker.add(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
+        self.consumer.close()
+
+    def finish(self, marker: str, timeout: float) -> bool:
+        """Stop once `marker` was seen in every partition; returns whether it was."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(marker in m for m in self.markers.values()):
+            time.sleep(0.2)
+        seen = all(marker in m for m in self.markers.values())
+        self._stopped.set()
+        self.join(30)
+        return seen
+
+
+class Chaos:
+    def __init__(self, args):
+        self.args = args
+        self.home = Path(args.home).resolve()
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(parents=True)
+        self.rng = random.Random(args.seed)
+        self.broker = LocalBroker(self.home / "broker", free_port(), free_port())
+        self.cluster = StandaloneCluster(self.home / "spark")
+        self.bootstrap = self.broker.bootstrap_servers
+        self.source = "chaos-in"
+        self.sent: dict[int, list[bytes]] = {}
+        self.restarts = 0
+
+    # -- setup -----------------------------------------------------------------------------------------
+
+    def up(self) -> None:
+        self.broker.up()
+        self.cluster.up()
+        testing.create_topic(self.bootstrap, self.source, self.args.partitions)
+        self.sent = testing.produce_sequence(
+            self.bootstrap, self.source, self.args.partitions, self.args.records // self.args.partitions
+        )
+
+    def down(self) -> None:
+        self.cluster.down()
+        self.broker.down()
+
+    # -- faults from outside ---------------------------------------------------------------------------
+
+    def _busy_python_worker(self, wait: float = 10.0):
+        """A Python worker using CPU now (most likely inside a transaction), else any."""
+        deadline = time.monotonic() + wait
+        workers = []
+        while time.monotonic() < deadline:
+            workers = self.cluster.python_workers()
+            before = {w.pid: cpu_ticks(w.pid) for w in workers}
+            time.sleep(0.3)
+            busy = [w for w in workers if cpu_ticks(w.pid) > before[w.pid]]
+            if busy:
+                return self.rng.choice(busy)
+        return self.rng.choice(workers) if workers else None
+
+    def _paused_pid(self, once: Path, timeout: float = 120) -> int | None:
+        marker = once / "paused-after_produce"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker.exists() and marker.read_text().strip():
+                return int(marker.read_text())
+            time.sleep(0.1)
+        return None
+
+    def inject(self, fault: str, once: Path) -> bool:
+        if fault == "python_worker_kill":
+            worker = self._busy_python_worker()
+            return worker is not None and signal_all([worker.pid], signal.SIGKILL) == 1
+        if fault == "executor_kill":
+            executors = self.cluster.executors()
+            return bool(executors) and signal_all([self.rng.choice(executors).pid], signal.SIGKILL) == 1
+        if fault == "broker_restart":
+            if self.restarts % 2:
+                self.broker.kill()  # a crash: the broker recovers its logs on start
+            else:
+                self.broker.down()
+            time.sleep(2)
+            self.broker.up()
+            self.restarts += 1
+            return True
+        if fault in ("zombie_pause", "executor_pause"):
+            # The incarnation was started with EOS_PAUSE_AT=after_produce: one task attempt stops itself
+            # mid-transaction (outputs produced, nothing committed) and names its pid.
+            paused = self._paused_pid(once)
+            if paused is None:
+                return False
+            if fault == "zombie_pause":
+                time.sleep(8)  # a speculative attempt takes the partition over and commits meanwhile
+                signal_all([paused], signal.SIGCONT)
+                return True
+            pids = self.cluster.executor_tree()  # nothing may take over: every executor stops
+            signal_all(pids, signal.SIGSTOP)
+            time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 10)  # the broker aborts the open transaction
+            signal_all([*pids, paused], signal.SIGCONT)
+            return True
+        raise ValueError(fault)
+
+    def zombies_fenced(self) -> int:
+        """Task attempts eos found fenced (their executor logs say so)."""
+        return grep_count(self.cluster.home, "stderr", "this attempt is a zombie")
+
+    def timed_out_transactions(self) -> int:
+        """Transactions the broker aborted because they outlived transaction.timeout.ms."""
+        return grep_count(self.broker.log_dir, "server.log*", "due to timeout")
+
+    # -- one run ---------------------------------------------------------------------------------------
+
+    def run(self, guarantee: str, stateful: bool, plan: list[Incarnation]) -> dict:
+        started = time.monotonic()
+        name = f"{guarantee}-{'stateful' if stateful else 'stateless'}"
+        run_dir = self.home / name
+        events = run_dir / "events"
+        events.mkdir(parents=True)
+        app_id, output = f"chaos-{name}", f"chaos-out-{name}"
+        testing.create_topic(self.bootstrap, output, self.args.partitions)
+        counts = testing.expected_running_counts(self.sent) if stateful else None
+        live = LiveChecker(
+            self.bootstrap, output, self.args.partitions, HistoryChecker(testing.flatten(self.sent), counts)
+        )
+        live.start()
+        summaries = run_dir / "summaries.jsonl"
+        faults: Counter = Counter()
+        timed_out_before, zombies_before = self.timed_out_transactions(), self.zombies_fenced()
+        restarts_before = self.restarts
+        driver_failures = 0
+        log(f"run {name}: {len(plan) - 1} faulty incarnations, then one to the end")
+
+        for i, inc in enumerate(plan):
+            once = run_dir / f"once-{i}"
+            once.mkdir()
+            trigger = run_dir / f"rerun-{i}"
+            env = {
+                "EOS_PROCESSING_GUARANTEE": guarantee,
+                "EOS_SPARK_MASTER": self.cluster.master_url,
+                "EOS_TRANSACTION_TIMEOUT_MS": str(TRANSACTION_TIMEOUT_MS),
+                "EOS_COMMIT_INTERVAL_MS": "2000",
+                "EOS_STATE_DIR": str(run_dir / "state"),
+                "EOS_CRASH_AT": ",".join(inc.crash_points),
+                "EOS_CRASH_ONCE_DIR": str(once),
+                "EOS_PAUSE_AT": "after_produce" if PAUSES & set(inc.external) else "",
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYTHONFAULTHANDLER": "1",
+            }
+            argv = [
+                sys.executable,
+                str(PIPELINE),
+                *("--bootstrap", self.bootstrap, "--app-id", app_id, "--input", self.source),
+                *("--output", output, "--checkpoint", str(run_dir / "checkpoint")),
+                *("--summaries", str(summaries), "--events-dir", str(events)),
+                *("--max-offsets", str(self.args.max_offsets), "--rerun-trigger", str(trigger)),
+                *(["--stateful"] if stateful else []),
+            ]
+            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"))
+            batches = len(read_summaries(summaries))
+            if inc.end == "finish":
+                rc = proc.wait(self.args.finish_timeout)
+                if rc != 0:
+                    driver_failures += 1
+                    log(f"  last incarnation exited {rc}; running it once more\n{proc.log_tail(3000)}")
+                    proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"))
+                    rc = proc.wait(self.args.finish_timeout)
+                finished = rc == 0
+                log(f"  incarnation {i}: ran to the end (exit {rc})")
+                break
+            batches = self._wait_batches(proc, summaries, batches + 1)
+            for fault, delay in zip(inc.external, inc.delays[:-1], strict=True):
+                time.sleep(delay)
+                if not proc.running():
+                    break
+                if self.inject(fault, once):
+                    faults[fault] += 1
+                batches = self._wait_batches(proc, summaries, batches + 1)
+            if inc.end == "driver_kill":
+                time.sleep(inc.delays[-1])
+                if proc.kill():
+                    faults["driver_kill"] += 1
+            else:
+                trigger.touch()
+                try:
+                    proc.wait(self.args.finish_timeout)
+                except Exception:  # noqa: BLE001 - the batch never ended: kill it as a crash would
+                    proc.kill()
+                    faults["driver_kill"] += 1
+            reruns = (events / "rerun-kills").read_text().split() if (events / "rerun-kills").exists() else []
+            faults["rerun_batch_kill"] = len(reruns)
+            if proc.running():
+                proc.kill()
+            rc = proc.proc.returncode
+            if rc not in (0, -signal.SIGKILL):
+                driver_failures += 1
+                log(f"  incarnation {i}: driver exited {rc}\n{proc.log_tail(2000)}")
+            for marker in once.glob("crashed-*"):
+                faults[marker.name.replace("crashed-", "crash_")] += 1
+            log(f"  incarnation {i}: {dict(faults)}")
+            if rc == 0:
+                log("  the input ran out before the schedule did")
+        else:
+            finished = False
+
+        # 4. verify
+        output_marker = testing.write_markers(self.bootstrap, output)
+        wait = 2 * TRANSACTION_TIMEOUT_MS / 1000 + 30
+        records, hanging = testing.read_topic(self.bootstrap, output, marker=output_marker, timeout=wait)
+        final = testing.compare(testing.flatten(self.sent), records, hanging, running_counts=counts)
+        live_seen_marker = live.finish(output_marker, wait)
+        live_result = live.checker.result()
+        changelog_mismatches = 0
+        if stateful:
+            changelog = f"{app_id}-{self.source}-counts-changelog"
+            changelog_mismatches = testing.changelog_mismatches(self.bootstrap, changelog, self.sent)
+        history = read_summaries(summaries)
+        batch_ids = Counter(s["batch_id"] for s in history)
+        kills = sum(n for k, n in faults.items() if k in HARD_KILLS or k.startswith("crash_"))
+        return {
+            "guarantee": guarantee,
+            "pipeline": "stateful" if stateful else "stateless",
+            "records": final.expected,
+            "received": final.received,
+            "finished": finished,
+            "faults": dict(sorted(faults.items())),
+            "kills": kills,
+            "broker_restarts": self.restarts - restarts_before,
+            "missing": final.missing,
+            "duplicated": final.duplicated,
+            "out_of_order": final.out_of_order,
+            "unexpected": final.unexpected,
+            "state_mismatches": final.state_mismatches + changelog_mismatches,
+            "hanging_transactions": len(final.hanging_partitions) + (0 if live_seen_marker else 1),
+            "live": {
+                "received": live_result.received,
+                "duplicated": live_result.duplicated,
+                "out_of_order": live_result.out_of_order,
+                "unexpected": live_result.unexpected,
+                "state_mismatches": live_result.state_mismatches,
+                "saw_markers": live_seen_marker,
+            },
+            "spark_tasks": task_attempts(events),
+            "batches_rerun": sum(1 for n in batch_ids.values() if n > 1),
+            "rows_skipped_on_rerun": sum(s["skipped"] for s in history),
+            "transactions_aborted_by_eos": sum(s["aborted"] for s in history),
+            "transactions_timed_out_by_broker": self.timed_out_transactions() - timed_out_before,
+            "zombies_fenced": self.zombies_fenced() - zombies_before,
+            "driver_failures": driver_failures,
+            "wall_seconds": round(time.monotonic() - started, 1),
+        }
+
+    def _wait_batches(self, proc: DriverProcess, summaries: Path, wanted: int, timeout: float = 240) -> int:
+        deadline = time.monotonic() + timeout
+        while proc.running() and time.monotonic() < deadline:
+            done = len(read_summaries(summaries))
+            if done >= wanted:
+                return done
+            time.sleep(0.2)
+        return len(read_summaries(summaries))
+
+
+def task_attempts(events: Path) -> dict[str, int]:
+    """Spark's own record of the task attempts (the event log): retried, speculative, failed, killed."""
+    out: Counter = Counter()
+    for path in sorted(events.rglob("events_*")):  # rolling logs: eventlog_v2_<app>/events_<n>_<app>
+        with open(path, errors="replace") as f:
+            for line in f:
+                if '"SparkListenerTaskEnd"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # the last line of a SIGKILLed driver's log
+                info, reason = event["Task Info"], event["Task End Reason"]["Reason"]
+                out["attempts"] += 1
+                out["speculative"] += bool(info.get("Speculative"))
+                out["retries"] += info.get("Attempt", 0) > 0 and not info.get("Speculative")
+                out["failed"] += reason not in ("Success", "TaskKilled")
+                out["killed"] += reason == "TaskKilled"
+    return dict(out)
+
+
+def grep_count(root: Path, name: str, text: str) -> int:
+    """Lines containing `text` in the files called `name` under `root` (executor stderr, broker logs)."""
+    count = 0
+    for path in root.rglob(name):
+        with open(path, errors="replace") as f:
+            count += sum(1 for line in f if text in line)
+    return count
+
+
+def log(text: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+COLUMNS = (
+    ("guarantee", 13),
+    ("pipeline", 9),
+    ("records", 8),
+    ("kills", 6),
+    ("broker_restarts", 8),
+    ("missing", 8),
+    ("duplicated", 10),
+    ("out_of_order", 12),
+    ("state_mismatches", 8),
+    ("hanging_transactions", 8),
+    ("wall_seconds", 8),
+)
+HEADERS = {"broker_restarts": "restarts", "state_mismatches": "state", "hanging_transactions": "hanging"}
+
+
+def table(runs: list[dict]) -> str:
+    lines = [" ".join(f"{HEADERS.get(c, c):>{w}}" for c, w in COLUMNS)]
+    for run in runs:
+        lines.append(" ".join(f"{run[c]!s:>{w}}" for c, w in COLUMNS))
+    for run in runs:
+        lines.append(f"{run['guarantee']}/{run['pipeline']} faults: {run['faults']}")
+        lines.append(f"    spark tasks: {run['spark_tasks']}; live: {run['live']}")
+    return "\n".join(lines)
+
+
+def failures(runs: list[dict], min_kills: int, min_restarts: int) -> list[str]:
+    """What makes the harness fail: an exactly_once run that is not, or too few faults."""
+    problems = []
+    for run in runs:
+        label = f"{run['guarantee']}/{run['pipeline']}"
+        if run["guarantee"] == "exactly_once":
+            for key in ("missing", "duplicated", "out_of_order", "unexpected", "state_mismatches"):
+                if run[key]:
+                    problems.append(f"{label}: {key} = {run[key]}")
+            if run["hanging_transactions"]:
+                problems.append(f"{label}: hanging_transactions = {run['hanging_transactions']}")
+            live = run["live"]
+            for key in ("duplicated", "out_of_order", "unexpected", "state_mismatches"):
+                if live[key]:
+                    problems.append(f"{label}: live {key} = {live[key]}")
+        elif run["missing"]:
+            problems.append(f"{label}: missing = {run['missing']} (at_least_once must not lose records)")
+        if not run["finished"]:
+            problems.append(f"{label}: the last incarnation did not finish")
+        if run["kills"] < min_kills:
+            problems.append(f"{label}: {run['kills']} hard kills, fewer than {min_kills}")
+        if run["broker_restarts"] < min_restarts:
+            problems.append(f"{label}: {run['broker_restarts']} broker restarts, fewer than {min_restarts}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--incarnations", type=int, default=7)
+    parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
+    parser.add_argument("--max-offsets", type=int, default=1_500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pipelines", default="stateless,stateful")
+    parser.add_argument("--guarantees", default="exactly_once,at_least_once")
+    parser.add_argument("--min-kills", type=int, default=20)
+    parser.add_argument("--min-broker-restarts", type=int, default=3)
+    parser.add_argument("--finish-timeout", type=float, default=900)
+    parser.add_argument("--home", default=os.path.join(os.environ.get("EOS_CACHE", ".cache"), "chaos"))
+    parser.add_argument("--report", default="reports/chaos.json")
+    args = parser.parse_args(argv)
+
+    plan = schedule(args.seed, args.incarnations, args.externals)
+    chaos = Chaos(args)
+    started = time.monotonic()
+    runs = []
+    try:
+        chaos.up()
+        log(f"broker {chaos.bootstrap}, cluster {chaos.cluster.master_url}, {args.records} records seeded")
+        for guarantee in args.guarantees.split(","):
+            for pipeline in args.pipelines.split(","):
+                runs.append(chaos.run(guarantee, pipeline == "stateful", plan))
+                log(json.dumps(runs[-1]))
+    finally:
+        chaos.down()
+    problems = failures(runs, args.min_kills, args.min_broker_restarts)
+    report = {
+        "seed": args.seed,
+        "records": args.records,
+        "partitions": args.partitions,
+        "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+        "schedule": [
+            {"crash_points": list(i.crash_points), "external": list(i.external), "end": i.end} for i in plan
+        ],
+        "runs": runs,
+        "problems": problems,
+        "wall_seconds": round(time.monotonic() - started, 1),
+    }
+    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+    print(table(runs))
+    print(f"report: {args.report}")
+    for problem in problems:
+        print(f"FAILED: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

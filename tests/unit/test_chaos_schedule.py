@@ -1,0 +1,90 @@
+"""The chaos harness's pure parts: the fault schedule and the verdict on a run's figures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+
+import faults  # noqa: E402
+import harness  # noqa: E402
+
+from eos._crash import POINTS  # noqa: E402
+
+
+def test_schedule_arms_every_crash_point_and_every_external_fault():
+    plan = faults.schedule(seed=1, incarnations=7)
+    assert plan[-1].end == "finish" and not plan[-1].crash_points and not plan[-1].external
+    armed = {p for inc in plan for p in inc.crash_points}
+    assert armed == set(POINTS)
+    assert {f for inc in plan for f in inc.external} == set(faults.EXTERNAL)
+    assert sum(f == "broker_restart" for inc in plan for f in inc.external) >= 3
+    assert {inc.end for inc in plan[:-1]} == {"driver_kill", "rerun_batch"}
+    for inc in plan[:-1]:
+        assert len(inc.delays) == len(inc.external) + 1
+
+
+def test_schedule_is_a_function_of_the_seed():
+    assert faults.schedule(5, 4) == faults.schedule(5, 4)
+    assert faults.schedule(5, 4) != faults.schedule(6, 4)
+
+
+def run(**overrides):
+    base = {
+        "guarantee": "exactly_once",
+        "pipeline": "stateful",
+        "records": 100,
+        "received": 100,
+        "finished": True,
+        "faults": {"driver_kill": 3},
+        "kills": 25,
+        "broker_restarts": 3,
+        "missing": 0,
+        "duplicated": 0,
+        "out_of_order": 0,
+        "unexpected": 0,
+        "state_mismatches": 0,
+        "hanging_transactions": 0,
+        "live": {"duplicated": 0, "out_of_order": 0, "unexpected": 0, "state_mismatches": 0},
+        "spark_tasks": {},
+        "wall_seconds": 1.0,
+    }
+    return {**base, **overrides}
+
+
+def test_a_clean_exactly_once_run_passes():
+    assert harness.failures([run()], min_kills=20, min_restarts=3) == []
+
+
+def test_every_exactly_once_defect_fails_the_run():
+    for key in (
+        "missing",
+        "duplicated",
+        "out_of_order",
+        "unexpected",
+        "state_mismatches",
+        "hanging_transactions",
+    ):
+        problems = harness.failures([run(**{key: 1})], 20, 3)
+        assert problems == [f"exactly_once/stateful: {key} = 1"]
+    live = {**run()["live"], "duplicated": 2}
+    assert harness.failures([run(live=live)], 20, 3) == ["exactly_once/stateful: live duplicated = 2"]
+
+
+def test_at_least_once_may_duplicate_but_not_lose():
+    alo = run(guarantee="at_least_once", duplicated=40, state_mismatches=80)
+    assert harness.failures([alo], 20, 3) == []
+    assert harness.failures([run(guarantee="at_least_once", missing=1)], 20, 3) != []
+
+
+def test_too_few_faults_or_an_unfinished_run_fail():
+    problems = harness.failures([run(kills=19, broker_restarts=2, finished=False)], 20, 3)
+    assert len(problems) == 3
+
+
+def test_table_has_a_row_per_run():
+    text = harness.table([run(), run(guarantee="at_least_once", duplicated=7)])
+    rows = text.splitlines()
+    assert "duplicated" in rows[0] and rows[2].split()[:2] == ["at_least_once", "stateful"]
+    assert rows[2].split()[6] == "7"
