@@ -102,12 +102,12 @@ class StandaloneCluster:
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
 
-    def _start(self, name: str, main: str, *args: str) -> subprocess.Popen:
+    def _start(self, name: str, main: str, *args: str, host: str = "127.0.0.1") -> subprocess.Popen:
         log = open(self.home / f"{name}.log", "ab")
         env = {
             **os.environ,
             "SPARK_HOME": str(_spark_home()),
-            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOCAL_IP": host,
             "PYSPARK_PYTHON": sys.executable,
         }
         proc = subprocess.Popen(
@@ -135,11 +135,14 @@ class StandaloneCluster:
         for i in range(self.workers):
             work = self.home / f"worker-{i}"
             work.mkdir(exist_ok=True)
+            # Each worker on its own loopback address: Spark sees two hosts, as it must for a
+            # speculative attempt (never launched on the host of the attempt it duplicates).
+            host = f"127.0.0.{i + 1}"
             self._start(
                 f"worker-{i}",
                 "org.apache.spark.deploy.worker.Worker",
                 "--host",
-                "127.0.0.1",
+                host,
                 "--cores",
                 str(self.cores_per_worker),
                 "--memory",
@@ -149,6 +152,7 @@ class StandaloneCluster:
                 "--work-dir",
                 str(work),
                 self.master_url,
+                host=host,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

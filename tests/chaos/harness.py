@@ -172,11 +172,12 @@ class Chaos:
             if fault == "zombie_pause":
                 time.sleep(8)  # a speculative attempt takes the partition over and commits meanwhile
                 signal_all([paused], signal.SIGCONT)
-                return True
-            pids = self.cluster.executor_tree()  # nothing may take over: every executor stops
-            signal_all(pids, signal.SIGSTOP)
-            time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 10)  # the broker aborts the open transaction
-            signal_all([*pids, paused], signal.SIGCONT)
+            else:
+                pids = self.cluster.executor_tree()  # nothing may take over: every executor stops
+                signal_all(pids, signal.SIGSTOP)
+                time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 10)  # the broker aborts the open transaction
+                signal_all([*pids, paused], signal.SIGCONT)
+            (once / "resumed").touch()
             return True
         raise ValueError(fault)
 
@@ -247,14 +248,16 @@ class Chaos:
                 finished = rc == 0
                 log(f"  incarnation {i}: ran to the end (exit {rc})")
                 break
-            batches = self._wait_batches(proc, summaries, batches + 1)
+            # Faults start once the incarnation writes batches (or once a task paused itself: that batch
+            # cannot end before the pause fault releases it).
+            batches = self._wait_batches(proc, summaries, batches + 1, once)
             for fault, delay in zip(inc.external, inc.delays[:-1], strict=True):
                 time.sleep(delay)
                 if not proc.running():
                     break
                 if self.inject(fault, once):
                     faults[fault] += 1
-                batches = self._wait_batches(proc, summaries, batches + 1)
+                batches = self._wait_batches(proc, summaries, batches + 1, once)
             if inc.end == "driver_kill":
                 time.sleep(inc.delays[-1])
                 if proc.kill():
@@ -329,11 +332,14 @@ class Chaos:
             "wall_seconds": round(time.monotonic() - started, 1),
         }
 
-    def _wait_batches(self, proc: DriverProcess, summaries: Path, wanted: int, timeout: float = 240) -> int:
+    def _wait_batches(
+        self, proc: DriverProcess, summaries: Path, wanted: int, once: Path, timeout: float = 240
+    ) -> int:
         deadline = time.monotonic() + timeout
         while proc.running() and time.monotonic() < deadline:
             done = len(read_summaries(summaries))
-            if done >= wanted:
+            paused = once / "paused-after_produce"
+            if done >= wanted or (paused.exists() and not (once / "resumed").exists()):
                 return done
             time.sleep(0.2)
         return len(read_summaries(summaries))
