@@ -15,14 +15,15 @@ import attrs
 
 from eos._crash import POINTS
 
-#: faults injected from outside while an incarnation runs, rotated over the incarnations
+#: faults injected from outside while an incarnation runs, rotated over the incarnations, two at a time;
+#: a pause comes first in its pair, so it acts within a second of the task stopping itself
 EXTERNAL = (
     "python_worker_kill",  # F10: Spark retries the task on a fresh worker
     "broker_restart",  # F7
     "zombie_pause",  # F8 + F10: SIGSTOP a Python worker; a speculative attempt takes over
     "executor_kill",  # F10: the executor JVM is lost, its tasks (and shuffle output) are redone
-    "broker_restart",
     "executor_pause",  # F9: every executor stopped for longer than transaction.timeout.ms
+    "broker_restart",
     "python_worker_kill",
     "broker_restart",
 )

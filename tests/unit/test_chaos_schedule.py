@@ -23,6 +23,8 @@ def test_schedule_arms_every_crash_point_and_every_external_fault():
     assert {inc.end for inc in plan[:-1]} == {"driver_kill", "rerun_batch"}
     for inc in plan[:-1]:
         assert len(inc.delays) == len(inc.external) + 1
+        # A task pauses itself early in the incarnation: the pause fault must be the first to act.
+        assert not (set(inc.external[1:]) & {"zombie_pause", "executor_pause"})
 
 
 def test_schedule_is_a_function_of_the_seed():
