@@ -22,6 +22,8 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eos.records import Output
+
 MARKER_HEADER = "eos.marker"
 
 
@@ -303,6 +305,15 @@ def read_summaries(path) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def count_per_key(row, state):
+    """A stateful `process` for the proofs: the running count of the row's key in its input partition,
+    appended to the value as `#<count>` (what `expected_running_counts` recomputes from the input)."""
+    counts = state.store("counts")
+    n = counts.get(row.key, 0) + 1
+    counts.put(row.key, n)
+    return Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
 
 
 def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[bytes, int]:

@@ -17,15 +17,7 @@ import json
 import attrs
 
 import eos
-
-
-def count_per_key(row, state):
-    """Stateful processing: the running count of the row's key in its input partition, appended to
-    the value as `#<count>`."""
-    counts = state.store("counts")
-    n = counts.get(row.key, 0) + 1
-    counts.put(row.key, n)
-    return eos.Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
+from eos.testing import count_per_key
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -204,7 +205,7 @@ class Chaos:
         live = LiveChecker(
             self.bootstrap, output, self.args.partitions, HistoryChecker(testing.flatten(self.sent), counts)
         )
-        live.start()
+        live.start()  # 1.
         summaries = run_dir / "summaries.jsonl"
         faults: Counter = Counter()
         timed_out_before, zombies_before = self.timed_out_transactions(), self.zombies_fenced()
@@ -212,7 +213,7 @@ class Chaos:
         driver_failures = 0
         log(f"run {name}: {len(plan) - 1} faulty incarnations, then one to the end")
 
-        for i, inc in enumerate(plan):
+        for i, inc in enumerate(plan):  # 2. and 3.
             once = run_dir / f"once-{i}"
             once.mkdir()
             trigger = run_dir / f"rerun-{i}"
@@ -239,17 +240,17 @@ class Chaos:
             ]
             proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"))
             batches = len(read_summaries(summaries))
-            if inc.end == "finish":
-                rc = proc.wait(self.args.finish_timeout)
+            if inc.end == "finish":  # 3.
+                rc = self._finish(proc)
                 if rc != 0:
                     driver_failures += 1
                     log(f"  last incarnation exited {rc}; running it once more\n{proc.log_tail(3000)}")
                     proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"))
-                    rc = proc.wait(self.args.finish_timeout)
+                    rc = self._finish(proc)
                 finished = rc == 0
                 log(f"  incarnation {i}: ran to the end (exit {rc})")
                 break
-            # Faults start once the incarnation writes batches (or once a task paused itself: that batch
+            # 2. Faults start once the incarnation writes batches (or once a task paused itself: that batch
             # cannot end before the pause fault releases it).
             batches = self._wait_batches(proc, summaries, batches + 1, once)
             for fault, delay in zip(inc.external, inc.delays[:-1], strict=True):
@@ -266,10 +267,7 @@ class Chaos:
                     faults["driver_kill"] += 1
             else:
                 trigger.touch()
-                try:
-                    proc.wait(self.args.finish_timeout)
-                except Exception:  # noqa: BLE001 - the batch never ended: kill it as a crash would
-                    proc.kill()
+                if self._finish(proc) is None:  # the batch never ended: killed as a crash would
                     faults["driver_kill"] += 1
             reruns = (events / "rerun-kills").read_text().split() if (events / "rerun-kills").exists() else []
             faults["rerun_batch_kill"] = len(reruns)
@@ -338,6 +336,14 @@ class Chaos:
             "driver_failures": driver_failures,
             "wall_seconds": round(time.monotonic() - started, 1),
         }
+
+    def _finish(self, proc: DriverProcess) -> int | None:
+        """The driver's exit code, or None when it had to be killed after --finish-timeout."""
+        try:
+            return proc.wait(self.args.finish_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return None
 
     def _wait_batches(
         self, proc: DriverProcess, summaries: Path, wanted: int, once: Path, timeout: float = 240
