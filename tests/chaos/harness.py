@@ -1,6 +1,6 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
-    python tests/chaos/harness.py [--records 100000] [--incarnations 7] [--seed 1]
+    python tests/chaos/harness.py [--records 100000] [--incarnations 8] [--seed 1]
                                   [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
                                   [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
@@ -238,6 +238,11 @@ class Chaos:
                 *("--max-offsets", str(self.args.max_offsets), "--rerun-trigger", str(trigger)),
                 *(["--stateful"] if stateful else []),
             ]
+            if stateful and "during_restore" in inc.crash_points:
+                # The executors' disk is lost (a move to new hosts): every store restores from its
+                # changelog, and the restore is where this incarnation's crash point fires (F6).
+                shutil.rmtree(run_dir / "state", ignore_errors=True)
+                faults["state_dir_lost"] += 1
             proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"))
             batches = len(read_summaries(summaries))
             if inc.end == "finish":  # 3.
@@ -304,6 +309,8 @@ class Chaos:
         history = read_summaries(summaries)
         batch_ids = Counter(s["batch_id"] for s in history)
         kills = sum(n for k, n in faults.items() if k in HARD_KILLS or k.startswith("crash_"))
+        # Every crash point armed in the schedule must have fired (a stateless run has nothing to restore).
+        armed = {p for inc in plan for p in inc.crash_points} - (set() if stateful else {"during_restore"})
         return {
             "guarantee": guarantee,
             "pipeline": "stateful" if stateful else "stateless",
@@ -312,6 +319,7 @@ class Chaos:
             "finished": finished,
             "faults": dict(sorted(faults.items())),
             "kills": kills,
+            "crash_points_not_fired": sorted(p for p in armed if not faults[f"crash_{p}"]),
             "broker_restarts": self.restarts - restarts_before,
             "missing": final.missing,
             "duplicated": final.duplicated,
@@ -435,6 +443,8 @@ def failures(runs: list[dict], min_kills: int, min_restarts: int) -> list[str]:
                     problems.append(f"{label}: live {key} = {live[key]}")
         elif run["missing"]:
             problems.append(f"{label}: missing = {run['missing']} (at_least_once must not lose records)")
+        if run["crash_points_not_fired"]:
+            problems.append(f"{label}: crash points armed but never reached: {run['crash_points_not_fired']}")
         if not run["finished"]:
             problems.append(f"{label}: the last incarnation did not finish")
         if run["kills"] < min_kills:
@@ -450,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--incarnations", type=int, default=7)
+    parser.add_argument("--incarnations", type=int, default=8)
     parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
     parser.add_argument("--max-offsets", type=int, default=1_500)
     parser.add_argument("--seed", type=int, default=1)

@@ -41,6 +41,7 @@ def run(**overrides):
         "finished": True,
         "faults": {"driver_kill": 3},
         "kills": 25,
+        "crash_points_not_fired": [],
         "broker_restarts": 3,
         "missing": 0,
         "duplicated": 0,
@@ -83,6 +84,8 @@ def test_at_least_once_may_duplicate_but_not_lose():
 def test_too_few_faults_or_an_unfinished_run_fail():
     problems = harness.failures([run(kills=19, broker_restarts=2, finished=False)], 20, 3)
     assert len(problems) == 3
+    problems = harness.failures([run(crash_points_not_fired=["during_restore"])], 20, 3)
+    assert problems == ["exactly_once/stateful: crash points armed but never reached: ['during_restore']"]
 
 
 def test_table_has_a_row_per_run():
