@@ -68,9 +68,13 @@ class OutputProducer:
                 self._producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery, **kwargs)
                 break
             except BufferError:
-                self._producer.poll(0.05)  # local queue full: serve delivery reports, then retry
+                self._poll(0.05, f"producing to {topic!r}")  # local queue full: serve reports, retry
             except KafkaException as exc:
                 err = kafka_error_of(exc)
+                if err is not None and err.code() == KafkaError._FATAL:
+                    # produce() says only "Fatal error"; poll() raises the error that made it fatal,
+                    # e.g. fenced while adding the output partition to the transaction.
+                    self._poll(0, f"producing to {topic!r}")
                 if err is not None and is_permanent_delivery_error(err):
                     raise ProduceError(
                         f"output to {topic!r} refused: {err.str()}",
@@ -81,7 +85,14 @@ class OutputProducer:
                 raise as_eos_error(exc, f"producing to {topic!r}") from exc
         self._sent += 1
         if self._sent % _POLL_EVERY == 0:
-            self._producer.poll(0)
+            self._poll(0, f"producing to {topic!r}")
+
+    def _poll(self, timeout: float, what: str) -> None:
+        """Serve delivery reports; a fatal producer error (fenced, ...) surfaces here as an EosError."""
+        try:
+            self._producer.poll(timeout)
+        except KafkaException as exc:
+            raise as_eos_error(exc, what) from exc
 
     def _check_topic(self, topic: str, in_topic: str, in_partition: int, in_offset: int) -> None:
         """Fail at once on a missing output topic instead of after message.timeout.ms."""
@@ -130,7 +141,10 @@ class OutputProducer:
 
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record."""
-        remaining = self._producer.flush(self._timeout_s)
+        try:
+            remaining = self._producer.flush(self._timeout_s)
+        except KafkaException as exc:
+            raise as_eos_error(exc, f"flushing outputs of {in_topic}/{in_partition}") from exc
         failure, self._failure = self._failure, None
         if failure is not None:
             err, out_topic, in_offset = failure
