@@ -18,6 +18,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
+    ("eos_exactly_once_regrouped", '3" eos exactly_once, always shuffled (before the fix)'),
 )
 BASELINE = ROWS[0][0]
 
@@ -227,3 +228,29 @@ def extra_table(result: Mapping[str, Any]) -> str:
             f"{fmt_rate(m.get('median_records_per_s'))} records/s |"
         )
     return "\n".join(lines)
+
+
+def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float, rate: int, top: int = 15):
+    """From collapsed stacks (frames root first, sample count): the busiest functions by self samples
+    and by inclusive samples, as percentages of all samples; `busy_workers` is samples / (seconds x rate),
+    the average number of Python workers running (idle samples are not recorded)."""
+    total = sum(count for _, count in stacks)
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    for frames, count in stacks:
+        if not frames:
+            continue
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+
+    def ranked(counts: Mapping[str, int]) -> list[tuple[str, float]]:
+        best = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        return [(name, round(100 * n / total, 1)) for name, n in best]
+
+    return {
+        "samples": total,
+        "busy_workers": round(total / (seconds * rate), 2) if seconds else None,
+        "top_self": ranked(own) if total else [],
+        "top_inclusive": ranked(inclusive) if total else [],
+    }

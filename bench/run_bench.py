@@ -104,6 +104,29 @@ def count_committed(bootstrap: str, topic: str, timeout: float = 300) -> int:
         consumer.close()
 
 
+def wait_for_group_coordinators(bootstrap: str, topic: str, timeout: float = 120) -> None:
+    """Commit an offset for a few groups until each succeeds: __consumer_offsets exists and is loaded.
+
+    Before that, an admin ListConsumerGroupOffsets (eos._offsets.committed) can get an OffsetFetch error
+    that librdkafka 2.12.1 handles by touching the consumer-group state an admin client does not have:
+    a segfault in rd_kafka_cgrp_op (seen here, right after a fresh broker started).
+    """
+    deadline = time.monotonic() + timeout
+    for i in range(8):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-coordinator-{i}"})
+        try:
+            while True:
+                try:
+                    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        finally:
+            consumer.close()
+
+
 def delete_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -196,6 +219,82 @@ class WorkerRss:
             self._stop.wait(self.interval)
 
 
+# -- profiles ---------------------------------------------------------------------------------------
+
+
+def _worker_daemons() -> list[int]:
+    """pids of the pyspark.daemon processes started under this process (the workers' parents)."""
+    me, out = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"pyspark.daemon" in cmd:
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                parent_is_daemon = b"pyspark.daemon" in f.read()
+            if not parent_is_daemon:
+                out.append(int(entry))
+    return [p for p in out if p != me]
+
+
+class Profiler:
+    """py-spy over the Python workers of one run (BENCH_PROFILE=<row>): collapsed stacks, then the
+    functions with the most samples (self and inclusive)."""
+
+    def __init__(self, row: str, out_dir: Path) -> None:
+        self.path = out_dir / f"profile-{row}.txt"
+        self.procs = []
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        for i, pid in enumerate(_worker_daemons()):
+            argv = [
+                spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--subprocesses",
+                "--rate",
+                "100",
+                "--nonblocking",
+                "--function",
+            ]
+            argv += ["--format", "raw", "--output", f"{self.path}.{i}"]
+            self.procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if not self.procs:
+            log("profile: no pyspark.daemon found (workers start with the first Python task)")
+
+    def stop(self, seconds: float) -> dict:
+        import signal
+
+        for proc in self.procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        stacks: list[tuple[list[str], int]] = []
+        for i in range(len(self.procs)):
+            part = Path(f"{self.path}.{i}")
+            if part.exists():
+                for line in part.read_text().splitlines():
+                    stack, _, count = line.rpartition(" ")
+                    if stack and count.isdigit():
+                        stacks.append((stack.split(";"), int(count)))
+                part.unlink()
+        with open(self.path, "w") as f:
+            for frames, count in stacks:
+                f.write(";".join(frames) + f" {count}\n")
+        summary = report.profile_summary(stacks, seconds, rate=100)
+        log(f"profile: {summary['samples']} samples in {self.path}; top self: {summary['top_self'][:5]}")
+        return summary
+
+
 # -- the rows -----------------------------------------------------------------------------------------
 
 
@@ -207,6 +306,7 @@ class Bench:
         self.spark = None
         self.input_topic = "bench-in"
         self.commit_seconds: dict[str, list[float]] = {}
+        self.profiled: set[str] = set()
 
     def session(self):
         if self.spark is None:
@@ -254,15 +354,19 @@ class Bench:
             self.session(), config, [self.input_topic], maxOffsetsPerTrigger=batch or self.args.batch
         )
 
-    def _run_query(self, writer) -> dict:
+    def _run_query(self, writer, profile: str | None = None) -> dict:
         ckpt = self.work / f"ckpt-{uuid.uuid4().hex[:8]}"
         with WorkerRss() as rss:
+            spy = Profiler(profile, Path(self.args.out)) if profile else None
             t0 = time.perf_counter()
             query = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
             query.awaitTermination()
             seconds = time.perf_counter() - t0
         shutil.rmtree(ckpt, ignore_errors=True)
-        return {"seconds": seconds, "worker_rss_peak_mib": rss.peak_mib}
+        result = {"seconds": seconds, "worker_rss_peak_mib": rss.peak_mib}
+        if spy is not None:
+            result["profile"] = spy.stop(seconds)
+        return result
 
     def row_spark_kafka_sink(self, out: str) -> dict:
         config = self.config("spark-sink", "at_least_once", output_topic=out)
@@ -279,7 +383,11 @@ class Bench:
         commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
         kw = {"process": count_per_key, "stores": {"counts": "json"}} if stateful else {}
         sink = eos.sink(config, on_commit=CommitLog(str(commits)), **kw)
-        result = self._run_query(self._source(config, batch).writeStream.foreachBatch(sink))
+        profile = None
+        if self.args.profile == row and row not in self.profiled:
+            self.profiled.add(row)
+            profile = row
+        result = self._run_query(self._source(config, batch).writeStream.foreachBatch(sink), profile)
         seconds = []
         if commits.exists():
             seconds = [json.loads(line)["s"] for line in commits.read_text().splitlines() if line]
@@ -301,6 +409,17 @@ class Bench:
 
     def row_eos_exactly_once_stateful(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_stateful", out, "exactly_once", stateful=True)
+
+    def row_eos_exactly_once_regrouped(self, out: str) -> dict:
+        """Row 3 as it was before the sink learnt to skip the regrouping shuffle (for the before/after)."""
+        from eos import _partitioning
+
+        check = _partitioning.one_topic_partition_per_task
+        _partitioning.one_topic_partition_per_task = lambda df: False
+        try:
+            return self._eos_row("eos_exactly_once_regrouped", out, "exactly_once")
+        finally:
+            _partitioning.one_topic_partition_per_task = check
 
     def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
@@ -325,6 +444,7 @@ class Bench:
     def warm_up(self, records: int = 20_000) -> None:
         """JVM, Python workers and connections warmed before the first measured run (not recorded)."""
         real, self.input_topic = self.input_topic, "bench-warm"
+        profile, self.args.profile = self.args.profile, ""
         testing.create_topic(self.bootstrap, self.input_topic, PARTITIONS)
         fill_input(self.bootstrap, self.input_topic, records)
         try:
@@ -335,7 +455,7 @@ class Bench:
             self.commit_seconds.clear()
         finally:
             delete_topic(self.bootstrap, self.input_topic)
-            self.input_topic = real
+            self.input_topic, self.args.profile = real, profile
 
     # -- latency ---------------------------------------------------------------------------------------
 
@@ -650,6 +770,9 @@ def main() -> int:
     parser.add_argument("--latency-rate", type=int, default=int(env("BENCH_LATENCY_RATE") or 2000))
     parser.add_argument("--rows", default=env("BENCH_ROWS") or ",".join(r for r, _ in report.ROWS))
     parser.add_argument("--skip", default=env("BENCH_SKIP") or "", help="comma list: latency,restore")
+    parser.add_argument(
+        "--profile", default=env("BENCH_PROFILE") or "", help="row whose first run is profiled (py-spy)"
+    )
     parser.add_argument("--out", default=env("BENCH_OUT") or "reports")
     args = parser.parse_args()
     args.quix_unavailable = quix_problem()
@@ -680,6 +803,7 @@ def main() -> int:
     try:
         bench = Bench(args, broker.bootstrap_servers, work)
         testing.create_topic(broker.bootstrap_servers, bench.input_topic, PARTITIONS)
+        wait_for_group_coordinators(broker.bootstrap_servers, bench.input_topic)
         t0 = time.perf_counter()
         fill_input(broker.bootstrap_servers, bench.input_topic, args.records)
         log(f"input: {args.records:,} records of {VALUE_BYTES} B in {time.perf_counter() - t0:.1f}s")
