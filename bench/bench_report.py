@@ -235,6 +235,13 @@ def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float,
     and by inclusive samples, as percentages of all samples; `busy_workers` is samples / (seconds x rate),
     the average number of Python workers running (idle samples are not recorded)."""
     total = sum(count for _, count in stacks)
+    boilerplate = (
+        "process ",
+        "<module> (daemon.py",
+        "_run_module_as_main",
+        "_run_code",
+        "manager (daemon.py",
+    )
     own: dict[str, int] = {}
     inclusive: dict[str, int] = {}
     for frames, count in stacks:
@@ -242,7 +249,8 @@ def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float,
             continue
         own[frames[-1]] = own.get(frames[-1], 0) + count
         for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + count
+            if not frame.startswith(boilerplate):
+                inclusive[frame] = inclusive.get(frame, 0) + count
 
     def ranked(counts: Mapping[str, int]) -> list[tuple[str, float]]:
         best = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
@@ -254,3 +262,20 @@ def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float,
         "top_self": ranked(own) if total else [],
         "top_inclusive": ranked(inclusive) if total else [],
     }
+
+
+def profile_table(profile: Mapping[str, Any], top: int = 12) -> str:
+    """The profiled row's busiest functions, self and inclusive, as % of the workers' samples."""
+    lines = [
+        f"py-spy over the Python workers of one extra {profile.get('row')} run: "
+        f"{profile.get('samples')} samples, {profile.get('busy_workers')} workers busy on average",
+        "",
+        "| % self | function | | % inclusive | function |",
+        "|---:|---|---|---:|---|",
+    ]
+    own, incl = profile.get("top_self", [])[:top], profile.get("top_inclusive", [])[:top]
+    for i in range(max(len(own), len(incl))):
+        a = own[i] if i < len(own) else ("", None)
+        b = incl[i] if i < len(incl) else ("", None)
+        lines.append(f"| {fmt_num(a[1])} | {a[0]} | | {fmt_num(b[1])} | {b[0]} |")
+    return "\n".join(lines)

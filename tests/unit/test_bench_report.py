@@ -73,3 +73,16 @@ def test_tables_list_rows_in_report_order_with_ratios():
     assert checks["worker_rss_10x_over_1x <= 1.2"]["met"] is True
     assert checks["restore_records_per_s >= 100000"]["met"] is True
     assert "| restore_records_per_s >= 100000 | 150,000.00 | yes |" in report.targets_table(checks)
+
+
+def test_profile_summary_ranks_self_and_inclusive_samples():
+    stacks = [
+        (["process 1:python", "main (worker.py:1)", "produce (eos/_producer.py:55)"], 60),
+        (["process 1:python", "main (worker.py:1)", "loads (serializers.py:472)"], 40),
+    ]
+    summary = report.profile_summary(stacks, seconds=2.0, rate=100)
+    assert summary["samples"] == 100 and summary["busy_workers"] == 0.5
+    assert summary["top_self"][0] == ("produce (eos/_producer.py:55)", 60.0)
+    assert summary["top_inclusive"][0] == ("main (worker.py:1)", 100.0)
+    assert all(not name.startswith("process ") for name, _ in summary["top_inclusive"])
+    assert "| 60.0 | produce (eos/_producer.py:55) |" in report.profile_table({"row": "r", **summary})
