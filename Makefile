@@ -51,8 +51,8 @@ integration-test: setup
 test: unit-test integration-test
 
 lint: setup
-	$(BIN)/ruff check eos tests examples
-	$(BIN)/ruff format --check eos tests examples
+	$(BIN)/ruff check eos tests examples bench
+	$(BIN)/ruff format --check eos tests examples bench
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; see
 # tests/chaos/harness.py for the knobs (CHAOS_ARGS="--records 200000 --seed 3"). Writes reports/chaos.json.
@@ -62,6 +62,24 @@ chaos: setup
 
 demo: broker-up
 	$(BIN)/python examples/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
+
+# What exactly-once costs, side by side in one run on a broker of its own (free ports): reports/bench.json,
+# reports/bench.png and a printed table. Knobs: BENCH_RECORDS (2000000), BENCH_RUNS (3), BENCH_BATCH
+# (200000 records per trigger), BENCH_RESTORE_KEYS (1000000), BENCH_LATENCY_SECONDS (30),
+# BENCH_LATENCY_RATE (2000/s), BENCH_ROWS, BENCH_SKIP (latency,restore), BENCH_OUT (reports).
+# Quick: make bench BENCH_RECORDS=200000 BENCH_RUNS=1
+.PHONY: bench
+BENCH_VARS := BENCH_RECORDS BENCH_RUNS BENCH_BATCH BENCH_RESTORE_KEYS BENCH_LATENCY_SECONDS \
+  BENCH_LATENCY_RATE BENCH_ROWS BENCH_SKIP BENCH_OUT BENCH_PROFILE
+export $(BENCH_VARS)
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(PY_STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+bench: setup $(BENCH_STAMP)
+	$(BIN)/python bench/run_bench.py
 
 clean:
 	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports

@@ -40,7 +40,9 @@ def sqlite_run(path: Path, keys: int, commit_every: int) -> dict[str, float]:
     db.execute("DELETE FROM kv")
     t = time.perf_counter()
     db.execute("BEGIN")
-    db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?)", ((f"k{i}".encode(), b"x" * 16) for i in range(keys)))
+    db.executemany(
+        "INSERT OR REPLACE INTO kv VALUES (?, ?)", ((f"k{i}".encode(), b"x" * 16) for i in range(keys))
+    )
     db.execute("COMMIT")
     out["bulk_restore"] = keys / (time.perf_counter() - t)
     db.close()
@@ -90,7 +92,11 @@ def main() -> None:
     for metric in results["sqlite"][0]:
         s = statistics.median(r[metric] for r in results["sqlite"])
         r = statistics.median(r[metric] for r in results["rocksdb"])
-        summary[metric] = {"sqlite_ops_s": round(s), "rocksdb_ops_s": round(r), "sqlite_over_rocksdb": round(s / r, 2)}
+        summary[metric] = {
+            "sqlite_ops_s": round(s),
+            "rocksdb_ops_s": round(r),
+            "sqlite_over_rocksdb": round(s / r, 2),
+        }
         print(f"{metric:<16} sqlite {s:>12,.0f}/s   rocksdb {r:>12,.0f}/s   ratio {s / r:5.2f}")
     print(json.dumps(summary))
 

@@ -3,8 +3,10 @@
 Per micro-batch, `Sink.__call__`:
     1. checks the batch's columns (before any transaction begins);
     2. checks that a broker answers and the configured output topic exists;
-    3. groups the rows so that each input topic-partition is one sorted run in one Spark task, even
-       where the Kafka source split it (minPartitions / maxRecordsPerPartition);
+    3. groups the rows so that each input topic-partition is one sorted run in one Spark task: a sort
+       within partitions where the Kafka source already gave each topic-partition its own Spark
+       partition (`_partitioning`), else a shuffle by (topic, partition) first, e.g. where the source
+       split them (minPartitions / maxRecordsPerPartition);
     4. runs `eos._task.run_partition` on the executors and collects one small stats row per partition;
     5. logs a batch summary and keeps it in `Sink.history`.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from eos import _offsets
+from eos import _offsets, _partitioning
 from eos._log import get_logger
 from eos._task import Layout, OnCommit, Process, run_partition
 from eos.config import Config
@@ -46,6 +48,8 @@ class BatchSummary:
     commit_ms_max: float
     seconds: float
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
+    #: whether the rows went through the regrouping shuffle (step 3) or were already one run per task
+    regrouped: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
@@ -89,11 +93,11 @@ class Sink:
         started = time.monotonic()
         layout, columns = self._layout(batch_df)  # 1
         self._check_topics()  # 2
-        grouped = (
-            batch_df.select(*columns)
-            .repartition("topic", "partition")
-            .sortWithinPartitions("topic", "partition", "offset")
-        )  # 3
+        selected = batch_df.select(*columns)
+        regrouped = not _partitioning.one_topic_partition_per_task(selected)  # 3
+        if regrouped:
+            selected = selected.repartition("topic", "partition")
+        grouped = selected.sortWithinPartitions("topic", "partition", "offset")
         task = partial(
             run_partition,
             self.config,
@@ -104,7 +108,7 @@ class Sink:
             on_commit=self.on_commit,
         )
         stats = grouped.rdd.mapPartitions(task).collect()  # 4
-        summary = self._summarize(batch_id, stats, time.monotonic() - started)  # 5
+        summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped)  # 5
         self.history.append(summary)
         self.log.info("batch written", **summary.as_dict())
 
@@ -172,7 +176,9 @@ class Sink:
             self.config, [self.config.output_topic] if self.config.output_topic else [], "output"
         )
 
-    def _summarize(self, batch_id: int, stats: list[dict[str, Any]], seconds: float) -> BatchSummary:
+    def _summarize(
+        self, batch_id: int, stats: list[dict[str, Any]], seconds: float, regrouped: bool = True
+    ) -> BatchSummary:
         def total(key: str) -> int:
             return sum(s[key] for s in stats)
 
@@ -191,6 +197,7 @@ class Sink:
             commit_ms_max=round(max((s["commit_seconds_max"] for s in stats), default=0.0) * 1000, 1),
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
+            regrouped=regrouped,
         )
 
 

@@ -51,6 +51,8 @@ def test_pipeline_output_equals_input(spark, bootstrap, names, seeded, checkpoin
     # commit_every bounds each transaction: 2,000-record slices of a partition need one, 5,000 two.
     assert sum(b.transactions for b in sink.history) > len(sink.history) * PARTITIONS - 1
     assert group_offsets(config, source, PARTITIONS) == {p: PER_PARTITION for p in range(PARTITIONS)}
+    # The Kafka source gave each input partition its own Spark partition: no regrouping shuffle.
+    assert not any(b.regrouped for b in sink.history)
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
@@ -95,6 +97,7 @@ def test_split_input_partitions_still_exactly_once(spark, bootstrap, names, seed
     sink = run_query(spark, config, [source], checkpoint_dir, minPartitions=16, maxOffsetsPerTrigger=12_000)
 
     for batch in sink.history:
+        assert batch.regrouped  # the source split each input partition: the sink must shuffle
         tps = [(s["topic"], s["partition"]) for s in batch.per_partition]
         assert len(tps) == len(set(tps)) == PARTITIONS, "each input partition must be one task per batch"
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))

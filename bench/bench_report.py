@@ -1,0 +1,281 @@
+"""Pure figures for `make bench`: medians, percentiles, ratios to the baseline row, the printed table and
+the PNG. No Kafka, no Spark: `tests/unit/test_bench_report.py` checks it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: (row id, label), in report order; row 1 is the baseline every ratio is computed against.
+ROWS: tuple[tuple[str, str], ...] = (
+    ("spark_kafka_sink", "1 Spark .format('kafka') sink, at-least-once"),
+    ("eos_at_least_once", "2 eos at_least_once"),
+    ("eos_exactly_once", "3 eos exactly_once"),
+    ("eos_exactly_once_stateful", "4 eos exactly_once + count per key"),
+    ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
+    ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
+    ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
+    ("eos_exactly_once_regrouped", '3" eos exactly_once, always shuffled (before the fix)'),
+)
+BASELINE = ROWS[0][0]
+
+
+def median(values: Iterable[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by the nearest-rank method: a value that was actually observed."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or not base:
+        return None
+    return value / base
+
+
+def summarize_throughput(
+    runs: Mapping[str, list[dict[str, Any]]], baseline: str = BASELINE
+) -> dict[str, Any]:
+    """Per row: the median records/s over its runs, and ratios to the baseline.
+
+    `runs[row]` is a list of run dicts with `records_per_s` (None for a failed run) and `round`.
+    `ratio_median` is the median of the per-round ratios (each measured side by side within one
+    round); `ratio_of_medians` divides the two medians.
+    """
+    base_by_round = {r["round"]: r.get("records_per_s") for r in runs.get(baseline, [])}
+    base_median = median(base_by_round.values())
+    out: dict[str, Any] = {}
+    for row, row_runs in runs.items():
+        rates = [r.get("records_per_s") for r in row_runs]
+        per_round = [ratio(r.get("records_per_s"), base_by_round.get(r["round"])) for r in row_runs]
+        row_median = median(rates)
+        out[row] = {
+            "runs": len(row_runs),
+            "ok_runs": sum(1 for r in rates if r is not None),
+            "records_per_s": rates,
+            "rounds": [r["round"] for r in row_runs],
+            "median_records_per_s": row_median,
+            "ratio_per_round": per_round,
+            "ratio_median": median(per_round),
+            "ratio_of_medians": ratio(row_median, base_median),
+        }
+    return out
+
+
+def fmt_rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def fmt_num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def throughput_table(summary: Mapping[str, Any], notes: Mapping[str, str] | None = None) -> str:
+    """Markdown table: one line per row in ROWS order (rows absent from `summary` are left out)."""
+    notes = notes or {}
+    lines = [
+        "| row | records/s (median) | vs row 1 | runs ok | note |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row, label in ROWS:
+        if row not in summary:
+            continue
+        s = summary[row]
+        lines.append(
+            f"| {label} | {fmt_rate(s['median_records_per_s'])} | {fmt_ratio(s['ratio_median'])} | "
+            f"{s['ok_runs']}/{s['runs']} | {notes.get(row, '')} |"
+        )
+    return "\n".join(lines)
+
+
+def latency_summary(samples_ms: Sequence[float]) -> dict[str, Any]:
+    return {
+        "samples": len(samples_ms),
+        "p50_ms": percentile(samples_ms, 50),
+        "p99_ms": percentile(samples_ms, 99),
+        "max_ms": max(samples_ms) if samples_ms else None,
+    }
+
+
+def targets(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The issue's targets, each with its measured value and whether it is met (None: not measured)."""
+    tp = result.get("throughput", {})
+
+    def tp_ratio(row: str, base: str) -> float | None:
+        """Median over rounds of row/base, both measured in the same round."""
+        if row not in tp or base not in tp:
+            return None
+        base_by_round = dict(zip(tp[base]["rounds"], tp[base]["records_per_s"], strict=True))
+        per_round = [
+            ratio(rate, base_by_round.get(rnd))
+            for rnd, rate in zip(tp[row]["rounds"], tp[row]["records_per_s"], strict=True)
+        ]
+        return median(per_round)
+
+    rss = result.get("rss", {})
+    lat = result.get("latency", {}).get("eos_exactly_once", {})
+    restore = result.get("restore", {})
+    checks = {
+        "eos_exactly_once_vs_builtin >= 0.8": (tp_ratio("eos_exactly_once", BASELINE), 0.8),
+        "eos_exactly_once_vs_builtin >= 1.0 (moonshot)": (tp_ratio("eos_exactly_once", BASELINE), 1.0),
+        "eos_exactly_once_vs_at_least_once >= 0.9": (tp_ratio("eos_exactly_once", "eos_at_least_once"), 0.9),
+        "worker_rss_10x_over_1x <= 1.2": (rss.get("ratio_10x_over_1x"), 1.2),
+        "p99_latency_1s_trigger_s <= 3": (
+            None if lat.get("p99_ms") is None else lat["p99_ms"] / 1000,
+            3.0,
+        ),
+        "restore_records_per_s >= 100000": (
+            median(m.get("median_records_per_s") for m in restore.get("modes", {}).values()),
+            100_000,
+        ),
+    }
+    out = {}
+    for name, (value, bound) in checks.items():
+        upper = "<=" in name
+        met = None if value is None else (value <= bound if upper else value >= bound)
+        out[name] = {"value": value, "bound": bound, "met": met}
+    return out
+
+
+def targets_table(checks: Mapping[str, Any]) -> str:
+    lines = ["| target | measured | met |", "|---|---:|---|"]
+    for name, c in checks.items():
+        met = "-" if c["met"] is None else ("yes" if c["met"] else "NO")
+        value = "-" if c["value"] is None else f"{c['value']:,.2f}"
+        lines.append(f"| {name} | {value} | {met} |")
+    return "\n".join(lines)
+
+
+def plot(result: Mapping[str, Any], path: str) -> None:
+    """Throughput bars with their ratio to row 1, and latency percentiles, into one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tp = result.get("throughput", {})
+    rows = [(row, label) for row, label in ROWS if row in tp]
+    lat = result.get("latency", {})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [2, 1]})
+    values = [tp[r]["median_records_per_s"] or 0 for r, _ in rows]
+    bars = ax1.barh([label for _, label in rows], values, color="#4c72b0")
+    for bar, (row, _) in zip(bars, rows, strict=True):
+        text = f" {fmt_rate(tp[row]['median_records_per_s'])}/s  {fmt_ratio(tp[row]['ratio_median'])}"
+        ax1.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=8)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("records/s (median of interleaved runs); ratio to row 1 within each round")
+    machine = result.get("machine", {})
+    params = result.get("params", {})
+    ax1.set_title(
+        f"Kafka -> Kafka throughput, {params.get('records', '?'):,} records, "
+        f"{machine.get('cores', '?')} cores",
+        fontsize=10,
+    )
+    ax1.set_xlim(0, max(values or [1]) * 1.45)
+    names = list(lat)
+    x = range(len(names))
+    p50 = [(lat[n].get("p50_ms") or 0) / 1000 for n in names]
+    p99 = [(lat[n].get("p99_ms") or 0) / 1000 for n in names]
+    ax2.bar([i - 0.2 for i in x], p50, width=0.4, label="p50")
+    ax2.bar([i + 0.2 for i in x], p99, width=0.4, label="p99")
+    ax2.set_xticks(list(x))
+    ax2.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax2.set_ylabel("seconds (input produce -> visible to read_committed)")
+    ax2.set_title("end-to-end latency at a 1 s trigger", fontsize=10)
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def extra_table(result: Mapping[str, Any]) -> str:
+    """Latency, commit times, worker memory and restore rate, one line each."""
+    lines = ["| figure | value |", "|---|---|"]
+    for row, lat in result.get("latency", {}).items():
+        lines.append(
+            f"| e2e latency {row} (1 s trigger, {lat.get('rate_per_s')}/s) | "
+            f"p50 {fmt_num(lat.get('p50_ms'), 0)} ms, p99 {fmt_num(lat.get('p99_ms'), 0)} ms "
+            f"({lat.get('samples')}/{lat.get('expected')} samples) |"
+        )
+    for row, c in result.get("commit_ms", {}).items():
+        count = "" if c.get("commits") is None else f" ({c['commits']} commits)"
+        p50, p99 = fmt_num(c.get("p50_ms")), fmt_num(c.get("p99_ms"))
+        lines.append(f"| commit time {row} | p50 {p50} ms, p99 {p99} ms{count} |")
+    rss = result.get("rss", {})
+    if rss:
+        one, ten = fmt_num(rss.get("worker_peak_mib_1x")), fmt_num(rss.get("worker_peak_mib_10x"))
+        lines.append(
+            f"| worker peak RSS, eos exactly_once | {one} MiB at {rss.get('batch_1x_records'):,} rec/batch, "
+            f"{ten} MiB at {rss.get('batch_10x_records'):,} ({fmt_ratio(rss.get('ratio_10x_over_1x'))}) |"
+        )
+    for mode, m in result.get("restore", {}).get("modes", {}).items():
+        lines.append(
+            f"| restore {result['restore']['keys']:,}-key store, {mode} | "
+            f"{fmt_rate(m.get('median_records_per_s'))} records/s |"
+        )
+    return "\n".join(lines)
+
+
+def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float, rate: int, top: int = 15):
+    """From collapsed stacks (frames root first, sample count): the busiest functions by self samples
+    and by inclusive samples, as percentages of all samples; `busy_workers` is samples / (seconds x rate),
+    the average number of Python workers running (idle samples are not recorded)."""
+    total = sum(count for _, count in stacks)
+    boilerplate = (
+        "process ",
+        "<module> (daemon.py",
+        "_run_module_as_main",
+        "_run_code",
+        "manager (daemon.py",
+    )
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    for frames, count in stacks:
+        if not frames:
+            continue
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            if not frame.startswith(boilerplate):
+                inclusive[frame] = inclusive.get(frame, 0) + count
+
+    def ranked(counts: Mapping[str, int]) -> list[tuple[str, float]]:
+        best = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        return [(name, round(100 * n / total, 1)) for name, n in best]
+
+    return {
+        "samples": total,
+        "busy_workers": round(total / (seconds * rate), 2) if seconds else None,
+        "top_self": ranked(own) if total else [],
+        "top_inclusive": ranked(inclusive) if total else [],
+    }
+
+
+def profile_table(profile: Mapping[str, Any], top: int = 12) -> str:
+    """The profiled row's busiest functions, self and inclusive, as % of the workers' samples."""
+    lines = [
+        f"py-spy over the Python workers of one extra {profile.get('row')} run: "
+        f"{profile.get('samples')} samples, {profile.get('busy_workers')} workers busy on average",
+        "",
+        "| % self | function | | % inclusive | function |",
+        "|---:|---|---|---:|---|",
+    ]
+    own, incl = profile.get("top_self", [])[:top], profile.get("top_inclusive", [])[:top]
+    for i in range(max(len(own), len(incl))):
+        a = own[i] if i < len(own) else ("", None)
+        b = incl[i] if i < len(incl) else ("", None)
+        lines.append(f"| {fmt_num(a[1])} | {a[0]} | | {fmt_num(b[1])} | {b[0]} |")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""The pure figures of `make bench` (bench/bench_report.py): medians, per-round ratios, tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import bench_report as report  # noqa: E402
+
+
+def test_percentile_is_nearest_rank_and_median_skips_failed_runs():
+    values = list(range(1, 101))
+    assert report.percentile(values, 50) == 50
+    assert report.percentile(values, 99) == 99
+    assert report.percentile([7.0], 99) == 7.0
+    assert report.percentile([], 50) is None
+    assert report.median([3, None, 1, 2]) == 2
+    assert report.median([None]) is None
+
+
+def test_ratios_are_taken_within_each_round():
+    runs = {
+        "spark_kafka_sink": [{"round": 0, "records_per_s": 100.0}, {"round": 1, "records_per_s": 200.0}],
+        "eos_exactly_once": [{"round": 0, "records_per_s": 90.0}, {"round": 1, "records_per_s": 160.0}],
+        "eos_at_least_once": [{"round": 0, "records_per_s": None}, {"round": 1, "records_per_s": 180.0}],
+    }
+    summary = report.summarize_throughput(runs)
+    eo = summary["eos_exactly_once"]
+    assert eo["median_records_per_s"] == 125.0
+    assert eo["ratio_per_round"] == [0.9, 0.8]
+    assert abs(eo["ratio_median"] - 0.85) < 1e-9
+    assert abs(eo["ratio_of_medians"] - 125.0 / 150.0) < 1e-9
+    alo = summary["eos_at_least_once"]
+    assert alo["ok_runs"] == 1 and alo["ratio_per_round"] == [None, 0.9]
+    assert summary["spark_kafka_sink"]["ratio_median"] == 1.0
+
+    checks = report.targets({"throughput": summary})
+    assert checks["eos_exactly_once_vs_builtin >= 0.8"]["met"] is True
+    assert checks["eos_exactly_once_vs_builtin >= 1.0 (moonshot)"]["met"] is False
+    # only round 1 has both: 160 / 180
+    assert abs(checks["eos_exactly_once_vs_at_least_once >= 0.9"]["value"] - 160 / 180) < 1e-9
+    assert checks["p99_latency_1s_trigger_s <= 3"]["met"] is None
+
+
+def test_tables_list_rows_in_report_order_with_ratios():
+    runs = {
+        "eos_exactly_once": [{"round": 0, "records_per_s": 50_000.0}],
+        "spark_kafka_sink": [{"round": 0, "records_per_s": 100_000.0}],
+        "quixstreams_exactly_once": [{"round": 0, "records_per_s": None, "error": "boom"}],
+    }
+    table = report.throughput_table(report.summarize_throughput(runs), {"quixstreams_exactly_once": "boom"})
+    lines = table.splitlines()
+    assert lines[2].startswith("| 1 Spark") and "100,000" in lines[2] and "1.00x" in lines[2]
+    assert lines[3].startswith("| 3 eos exactly_once") and "0.50x" in lines[3]
+    assert "| - | - | 0/1 | boom |" in lines[4]
+    result = {
+        "latency": {"eos_exactly_once": {**report.latency_summary([1000.0, 2000.0]), "rate_per_s": 10}},
+        "rss": {
+            "batch_1x_records": 10,
+            "batch_10x_records": 100,
+            "worker_peak_mib_1x": 100.0,
+            "worker_peak_mib_10x": 110.0,
+            "ratio_10x_over_1x": 1.1,
+        },
+        "restore": {"keys": 5, "modes": {"wipe": {"median_records_per_s": 150_000.0}}},
+    }
+    extra = report.extra_table(result)
+    assert "p50 1,000 ms, p99 2,000 ms" in extra and "1.10x" in extra and "150,000" in extra
+    checks = report.targets(result)
+    assert checks["p99_latency_1s_trigger_s <= 3"] == {"value": 2.0, "bound": 3.0, "met": True}
+    assert checks["worker_rss_10x_over_1x <= 1.2"]["met"] is True
+    assert checks["restore_records_per_s >= 100000"]["met"] is True
+    assert "| restore_records_per_s >= 100000 | 150,000.00 | yes |" in report.targets_table(checks)
+
+
+def test_profile_summary_ranks_self_and_inclusive_samples():
+    stacks = [
+        (["process 1:python", "main (worker.py:1)", "produce (eos/_producer.py:55)"], 60),
+        (["process 1:python", "main (worker.py:1)", "loads (serializers.py:472)"], 40),
+    ]
+    summary = report.profile_summary(stacks, seconds=2.0, rate=100)
+    assert summary["samples"] == 100 and summary["busy_workers"] == 0.5
+    assert summary["top_self"][0] == ("produce (eos/_producer.py:55)", 60.0)
+    assert summary["top_inclusive"][0] == ("main (worker.py:1)", 100.0)
+    assert all(not name.startswith("process ") for name, _ in summary["top_inclusive"])
+    assert "| 60.0 | produce (eos/_producer.py:55) |" in report.profile_table({"row": "r", **summary})
