@@ -29,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
+import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -150,14 +151,6 @@ class CommitLog:
     def __call__(self, commit) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps({"s": commit.seconds, "records": commit.records, "pid": os.getpid()}) + "\n")
-
-
-def count_per_key(row, state):
-    """Row 4's `process`: the running count of the row's key, appended to the value."""
-    counts = state.store("counts")
-    n = counts.get(row.key, 0) + 1
-    counts.put(row.key, n)
-    return eos.Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
 
 
 # -- worker memory ------------------------------------------------------------------------------------
@@ -400,7 +393,7 @@ class Bench:
     def _eos_row(self, row: str, out: str, guarantee: str, batch: int | None = None, stateful=False) -> dict:
         config = self.config(row, guarantee, output_topic=out)
         commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
-        kw = {"process": count_per_key, "stores": {"counts": "json"}} if stateful else {}
+        kw = {"process": testing.count_per_key, "stores": {"counts": "json"}} if stateful else {}
         sink = eos.sink(config, on_commit=CommitLog(str(commits)), **kw)
         profile = row if self.profiling else None
         result = self._run_query(self._source(config, batch).writeStream.foreachBatch(sink), profile)
@@ -567,8 +560,6 @@ class Bench:
         modes: dict[str, list[float]] = {"wipe": [], "transactional": []}
         for _ in range(self.args.runs):
             for mode in modes:
-                import attrs
-
                 state_dir = self.work / f"restore-{mode}-{uuid.uuid4().hex[:6]}"
                 config = attrs.evolve(base, state_mode=mode, state_dir=str(state_dir))
                 state = PartitionState(

@@ -150,7 +150,7 @@ class OutputProducer:
 
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record."""
-        remaining = self._serve("flushing outputs", self._timeout_s, flush=True)
+        remaining = self._serve(f"flushing outputs of {in_topic}/{in_partition}", self._timeout_s, flush=True)
         failure, self._failure = self._failure, None
         if failure is not None:
             err, out_topic, in_offset = failure
