@@ -178,29 +178,11 @@ class WorkerRss:
         return round(self.peak_kib / 1024, 1)
 
     def _run(self) -> None:
-        me = os.getpid()
         while not self._stop.is_set():
-            procs = {}
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
-                    with open(f"/proc/{entry}/cmdline", "rb") as f:
-                        cmd = f.read()
-                    procs[int(entry)] = (ppid, cmd)
-                except (OSError, IndexError, ValueError):
-                    continue
-            for pid, (_ppid, cmd) in procs.items():
+            for pid, cmd in _descendants().items():
                 # python -m pyspark.daemon and the workers it forks (not the JVM, whose class path
                 # also names pyspark)
                 if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
-                    continue
-                p, depth = pid, 0
-                while p in procs and p != me and depth < 20:
-                    p, depth = procs[p][0], depth + 1
-                if p != me:
                     continue
                 try:
                     with open(f"/proc/{pid}/status") as f:
