@@ -49,7 +49,14 @@ def run(**overrides):
         "unexpected": 0,
         "state_mismatches": 0,
         "hanging_transactions": 0,
-        "live": {"duplicated": 0, "out_of_order": 0, "unexpected": 0, "state_mismatches": 0},
+        "live": {
+            "received": 100,
+            "duplicated": 0,
+            "out_of_order": 0,
+            "unexpected": 0,
+            "state_mismatches": 0,
+            "caught_up": True,
+        },
         "spark_tasks": {},
         "wall_seconds": 1.0,
     }
@@ -73,6 +80,10 @@ def test_every_exactly_once_defect_fails_the_run():
         assert problems == [f"exactly_once/stateful: {key} = 1"]
     live = {**run()["live"], "duplicated": 2}
     assert harness.failures([run(live=live)], 20, 3) == ["exactly_once/stateful: live duplicated = 2"]
+    behind = {**run()["live"], "caught_up": False, "received": 25}
+    assert harness.failures([run(live=behind)], 20, 3) == [
+        "exactly_once/stateful: the live consumer never read to the end (25)"
+    ]
 
 
 def test_at_least_once_may_duplicate_but_not_lose():
