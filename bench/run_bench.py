@@ -692,7 +692,7 @@ def machine_facts() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "pyspark": pyspark.__version__,
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.version(),
         "librdkafka": confluent_kafka.libversion()[0],
         "kafka_broker": "4.1.1 (KRaft, single node, local jars)",
         "eos": _git_head(),
