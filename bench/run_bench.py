@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -179,13 +180,13 @@ class WorkerRss:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for pid, cmd in _descendants().items():
+            for proc in testing.descendants(os.getpid()):
                 # python -m pyspark.daemon and the workers it forks (not the JVM, whose class path
                 # also names pyspark)
-                if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                if "pyspark.daemon" not in proc.cmdline and "pyspark.worker" not in proc.cmdline:
                     continue
                 try:
-                    with open(f"/proc/{pid}/status") as f:
+                    with open(f"/proc/{proc.pid}/status") as f:
                         for line in f:
                             if line.startswith("VmRSS:"):
                                 self.peak_kib = max(self.peak_kib, int(line.split()[1]))
@@ -197,43 +198,15 @@ class WorkerRss:
 # -- profiles ---------------------------------------------------------------------------------------
 
 
-def _descendants() -> dict[int, bytes]:
-    """cmdline of every process under this one."""
-    me, procs = os.getpid(), {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                procs[int(entry)] = (ppid, f.read())
-        except (OSError, IndexError, ValueError):
-            continue
-    out = {}
-    for pid, (_, cmd) in procs.items():
-        p, depth = pid, 0
-        while p in procs and p != me and depth < 30:
-            p, depth = procs[p][0], depth + 1
-        if p == me and pid != me:
-            out[pid] = cmd
-    return out
-
-
 def _worker_daemons() -> list[int]:
-    """pids of the pyspark.daemon processes under this process (the parents of its Python workers)."""
-    under = _descendants()
-    return [pid for pid, cmd in under.items() if b"pyspark.daemon" in cmd and _parent_cmd(pid) != cmd]
-
-
-def _parent_cmd(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
-        with open(f"/proc/{ppid}/cmdline", "rb") as f:
-            return f.read()
-    except (OSError, IndexError, ValueError):
-        return b""
+    """pids of the pyspark.daemon processes under this process (the parents of its Python workers,
+    which the daemon forks with its own command line)."""
+    table = testing.processes()
+    return [
+        p.pid
+        for p in testing.descendants(os.getpid(), table)
+        if "pyspark.daemon" in p.cmdline and p.ppid in table and table[p.ppid].cmdline != p.cmdline
+    ]
 
 
 class Profiler:
@@ -262,8 +235,6 @@ class Profiler:
             log("profile: no pyspark.daemon found (workers start with the first Python task)")
 
     def stop(self, seconds: float) -> dict:
-        import signal
-
         for proc in self.procs:
             proc.send_signal(signal.SIGINT)
         for proc in self.procs:

@@ -299,6 +299,48 @@ class DriverProcess:
             return f.read()[-chars:]
 
 
+@attrs.frozen
+class Proc:
+    pid: int
+    ppid: int
+    cmdline: str
+
+
+def processes() -> dict[int, Proc]:
+    """Every live process but zombies: pid -> (parent, command line), from /proc."""
+    out: dict[int, Proc] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        rest = stat.rsplit(") ", 1)[1].split()
+        if rest[0] == "Z":
+            continue
+        pid = int(entry.name)
+        out[pid] = Proc(pid, int(rest[1]), cmdline)
+    return out
+
+
+def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
+    """Every process below `root` (children, their children, ...), from `table` or a fresh one."""
+    table = table if table is not None else processes()
+    children: dict[int, list[Proc]] = {}
+    for p in table.values():
+        children.setdefault(p.ppid, []).append(p)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
 def read_summaries(path) -> list[dict]:
     """Batch summaries appended as JSON lines by examples/pipeline.py (--summaries)."""
     if not os.path.exists(path):

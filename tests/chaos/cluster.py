@@ -2,7 +2,7 @@
 N workers, each worker launching its own executor JVM per application, whose Python workers are forked
 by `pyspark.daemon`. Losing an executor here is real, unlike in local mode.
 
-Also the process-tree helpers the fault schedule uses to find executor JVMs and Python workers.
+Also the helpers the fault schedule uses to find executor JVMs and Python workers in the process tree.
 """
 
 from __future__ import annotations
@@ -19,53 +19,13 @@ from pathlib import Path
 import attrs
 
 from eos._localbroker import free_port
+from eos.testing import Proc, descendants, processes
 
 
 def _spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-@attrs.frozen
-class Proc:
-    pid: int
-    ppid: int
-    cmdline: str
-
-
-def processes() -> dict[int, Proc]:
-    """Every live process: pid -> (parent, command line)."""
-    out: dict[int, Proc] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat.rsplit(") ", 1)[1].split()
-        if rest[0] == "Z":
-            continue
-        pid = int(entry.name)
-        out[pid] = Proc(pid, int(rest[1]), cmdline)
-    return out
-
-
-def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
-    table = table if table is not None else processes()
-    children: dict[int, list[Proc]] = {}
-    for p in table.values():
-        children.setdefault(p.ppid, []).append(p)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child.pid)
-    return found
 
 
 def cpu_ticks(pid: int) -> int:
