@@ -341,8 +341,14 @@ def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
     return found
 
 
+def append_summary(path, summary) -> None:
+    """Append a sink's `BatchSummary` (its figures, not the per-partition rows) as one JSON line."""
+    with open(path, "a") as f:
+        f.write(json.dumps(summary.as_dict()) + "\n")
+
+
 def read_summaries(path) -> list[dict]:
-    """Batch summaries appended as JSON lines by examples/pipeline.py (--summaries)."""
+    """Batch summaries appended as JSON lines by `append_summary` (examples/pipeline.py --summaries)."""
     if not os.path.exists(path):
         return []
     with open(path) as f:

@@ -12,12 +12,9 @@ file as their driver process, so they can SIGKILL it.
 from __future__ import annotations
 
 import argparse
-import json
-
-import attrs
 
 import eos
-from eos.testing import count_per_key
+from eos.testing import append_summary, count_per_key
 
 
 def main() -> None:
@@ -52,10 +49,7 @@ def main() -> None:
     def write(batch_df, batch_id):
         sink(batch_df, batch_id)
         if args.summaries:
-            summary = attrs.asdict(sink.last)
-            summary.pop("per_partition")
-            with open(args.summaries, "a") as f:
-                f.write(json.dumps(summary) + "\n")
+            append_summary(args.summaries, sink.last)
 
     query = (
         df.writeStream.foreachBatch(write)

@@ -16,14 +16,11 @@ Like examples/pipeline.py, with what a fault schedule needs on a standalone clus
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 
-import attrs
-
 import eos
-from eos.testing import count_per_key
+from eos.testing import append_summary, count_per_key
 
 
 def main() -> None:
@@ -64,10 +61,7 @@ def main() -> None:
 
     def write(batch_df, batch_id):
         sink(batch_df, batch_id)
-        summary = attrs.asdict(sink.last)
-        summary.pop("per_partition")
-        with open(args.summaries, "a") as f:
-            f.write(json.dumps(summary) + "\n")
+        append_summary(args.summaries, sink.last)
         if args.rerun_trigger and os.path.exists(args.rerun_trigger):
             with open(os.path.join(args.events_dir, "rerun-kills"), "a") as f:
                 f.write(f"{batch_id}\n")
