@@ -377,23 +377,6 @@ def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> 
     return out
 
 
-def split_counted(records: Iterable[OutputRecord]) -> tuple[list[OutputRecord], dict[bytes, list[int]]]:
-    """Strip the `#<count>` suffix of stateful outputs: the records with their input values, and every
-    count emitted per input value."""
-    plain: list[OutputRecord] = []
-    counts: dict[bytes, list[int]] = defaultdict(list)
-    for r in records:
-        value, _, count = r.value.rpartition(b"#")
-        plain.append(attrs.evolve(r, value=value))
-        counts[value].append(int(count))
-    return plain, dict(counts)
-
-
-def count_mismatches(emitted: Mapping[bytes, list[int]], expected: Mapping[bytes, int]) -> int:
-    """Emitted running counts that differ from the recomputation."""
-    return sum(1 for value, counts in emitted.items() for c in counts if expected.get(value) != c)
-
-
 def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tuple[int, bytes], bytes | None]:
     """The last committed value per (partition, key) of a changelog topic: the store's state."""
     records, _ = read_topic(bootstrap, changelog, timeout=timeout)

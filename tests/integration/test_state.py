@@ -56,13 +56,13 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode):
     finish(start_pipeline(bootstrap, app_id, source, output, tmp_path / "ckpt", summaries, env, **flags))
 
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    plain, emitted = testing.split_counted(records)
-    result = testing.compare(testing.flatten(sent), plain, hanging)
+    counts = testing.expected_running_counts(sent)
+    result = testing.compare(testing.flatten(sent), records, hanging, running_counts=counts)
     expected_final = testing.expected_final_counts(sent)
     changelog = f"{app_id}-{source}-counts-changelog"
     return {
         "result": result,
-        "count_mismatches": testing.count_mismatches(emitted, testing.expected_running_counts(sent)),
+        "count_mismatches": result.state_mismatches,
         "changelog_state_mismatches": testing.changelog_mismatches(bootstrap, changelog, sent),
         "local_state": _local_state(state_dir, app_id, source),
         "expected_final": expected_final,
