@@ -56,10 +56,11 @@ class Checkpoint:
         if config.exactly_once:
             producer.begin_transaction(log)
 
-    def mark(self, offset: int, outputs: int) -> None:
-        """The input record at `offset` has been processed and its `outputs` produced."""
-        self.last_offset = offset
-        self.records += 1
+    def mark(self, last_offset: int, records: int, outputs: int) -> None:
+        """`records` more input records, up to the one at `last_offset`, have been processed and their
+        `outputs` produced."""
+        self.last_offset = last_offset
+        self.records += records
         self.outputs += outputs
 
     def due(self) -> bool:

@@ -212,7 +212,7 @@ class PartitionState:
                 out = Output(
                     value, key, [(INPUT_OFFSET_HEADER, str(input_offset).encode())], partition=self.partition
                 )
-                producer.produce(out, topic, self.topic, self.partition, input_offset)
+                producer.produce(out, topic, self.topic, self.partition, input_offset, track=True)
 
     # -- after commit / abort -------------------------------------------------------------------------
 

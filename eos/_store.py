@@ -45,6 +45,7 @@ class PartitionStore:
         self._lock_fd: int | None = None
         self._checkpointed = False
         self._db: sqlite3.Connection | None = None
+        self._max_variables = 999
 
     # -- life cycle -----------------------------------------------------------------------------------
 
@@ -74,6 +75,10 @@ class PartitionStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
+        try:
+            self._max_variables = self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        except AttributeError:  # Python < 3.11: SQLite's smallest default limit
+            self._max_variables = 999
 
     def close(self) -> None:
         if self._db is not None:
@@ -92,13 +97,30 @@ class PartitionStore:
         row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
         return row[0] if row else None
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """get() for each key, reading the store in as few SQLite queries as its variable limit allows."""
+        found: dict[bytes, bytes | None] = {}
+        wanted = [k for k in dict.fromkeys(keys) if k not in self.pending]
+        step = self._max_variables
+        for i in range(0, len(wanted), step):
+            part = wanted[i : i + step]
+            marks = ",".join("?" * len(part))
+            found.update(self._db.execute(f"SELECT k, v FROM kv WHERE k IN ({marks})", part).fetchall())
+        pending = self.pending
+        return [pending[k] if k in pending else found.get(k) for k in keys]
+
     def put(self, key: bytes, value: bytes | None) -> None:
-        self.pending[key] = value
-        self.pending_offsets[key] = self.input_offset
-        if not self.transactional:
+        self.put_many([(key, value)])
+
+    def put_many(self, writes: list[tuple[bytes, bytes | None]]) -> None:
+        offset = self.input_offset
+        for key, value in writes:
+            self.pending[key] = value
+            self.pending_offsets[key] = offset
+        if not self.transactional and writes:
             if self._checkpointed:
                 self.delete_checkpoint()  # the store is about to hold writes not yet committed
-            self._apply([(key, value)])
+            self._apply(writes)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         pending = dict(self.pending)

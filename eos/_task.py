@@ -1,7 +1,7 @@
 """Executor side: write the rows of one input topic-partition of one micro-batch (SPEC steps 2-7).
 
-`run_partition` is Spark's `mapPartitions` function. Its rows arrive sorted by (topic, partition,
-offset), so each input topic-partition is one contiguous run, handled by one `PartitionTask`:
+`run_partition` is the sink's `mapInArrow` function. Its Arrow batches hold each input topic-partition
+as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `PartitionTask`:
 
     2. transactional.id = Config.transactional_id(topic, partition): the same for every attempt.
     3. init_transactions() fences older incarnations and ends their open transaction
@@ -10,12 +10,16 @@ offset), so each input topic-partition is one contiguous run, handled by one `Pa
     5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records
        or `commit_interval_ms`, whichever comes first.
     7. Abortable errors: abort, redo the open transaction's rows (at most `max_redo` times).
+       A delivery failure of a bulk write is redone once more, record by record, to name the record.
        Record errors (bad output, `process` raising): abort and raise, naming the record.
        Fatal errors: close the producer and raise; this attempt is a zombie. One exception: a producer
        kept from an earlier task that turns out fenced before this task committed anything was only
        displaced by another worker; it is replaced by a fresh one once.
 
-Rows are streamed; only the open transaction's rows are kept (for a redo), at most `commit_every`.
+Rows stay Arrow. They are written a chunk at a time (at most one Arrow batch, and never more than the
+open transaction may still take): pass-through chunks in bulk, `process(row, state)` on row views,
+`process_batch(batch, state)` on the chunk itself. The open transaction's input is kept as Arrow slices
+for a redo, at most `commit_every` rows.
 """
 
 from __future__ import annotations
@@ -26,30 +30,28 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
+import pyarrow as pa
 
-from eos import _crash, _offsets, _worker
+from eos import _arrow, _crash, _offsets, _rows, _worker
 from eos import _producer as producers
+from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
 from eos._log import get_logger
 from eos._recovery import PartitionState
 from eos.config import Config
-from eos.errors import FatalError, FencedError, ProcessError, RecordError, TransactionAbortableError
-from eos.records import Output, OutputTypeError, outputs_of
+from eos.errors import (
+    DeliveryFailedError,
+    FatalError,
+    FencedError,
+    ProcessError,
+    RecordError,
+    TransactionAbortableError,
+)
+from eos.records import OutputTypeError, outputs_of
 from eos.state import State, StoreSpec
 
-
-@attrs.frozen
-class Layout:
-    """Column positions in the rows the driver hands over (see `sink._prepare`)."""
-
-    topic: int
-    partition: int
-    offset: int
-    value: int | None = None
-    key: int | None = None
-    headers: int | None = None
-    out_topic: int | None = None
-    out_partition: int | None = None
+Process = Callable[[Any, Any], Any]
+ProcessBatch = Callable[[pa.RecordBatch, Any], Any]
 
 
 @attrs.define
@@ -72,11 +74,25 @@ class PartitionStats:
     restored: int = 0
 
 
-Process = Callable[[Any, Any], Any]
-
-#: Rows are tuples: Spark's `Row` is a tuple subclass whose Python-level `__getitem__` costs a call
-#: per field read (~11% of a worker's samples in a `make bench` profile); this reads the tuple's slot.
-_at = tuple.__getitem__
+#: The one row per input partition that each task returns to the driver (`mapInArrow`'s output).
+_STATS_COLUMNS = {
+    "topic": ("string", pa.string()),
+    "partition": ("int", pa.int32()),
+    "transactional_id": ("string", pa.string()),
+    **{
+        name: ("bigint", pa.int64())
+        for name in ("records_in", "skipped", "records_out", "transactions", "aborted", "redos")
+    },
+    "producers_replaced": ("bigint", pa.int64()),
+    "commit_seconds_max": ("double", pa.float64()),
+    "commit_seconds_total": ("double", pa.float64()),
+    **{
+        name: ("bigint", pa.int64())
+        for name in ("first_offset", "last_offset", "committed_before", "restored")
+    },
+}
+STATS_SCHEMA = pa.schema([(name, arrow) for name, (_, arrow) in _STATS_COLUMNS.items()])
+STATS_DDL = ", ".join(f"{name} {sql}" for name, (sql, _) in _STATS_COLUMNS.items())
 
 
 @attrs.frozen
@@ -99,63 +115,68 @@ class Commit:
 OnCommit = Callable[[Commit], None]
 
 
+@attrs.frozen
+class Job:
+    """Everything a task needs to write one micro-batch; built by the sink, shipped to the executors."""
+
+    config: Config
+    batch_id: int
+    layout: Layout
+    process: Process | None = None
+    process_batch: ProcessBatch | None = None
+    stores: dict[str, StoreSpec] = attrs.field(factory=dict)
+    on_commit: OnCommit | None = None
+
+
 class PartitionTask:
-    def __init__(
-        self,
-        config: Config,
-        topic: str,
-        partition: int,
-        batch_id: int,
-        layout: Layout,
-        process: Process | None,
-        stores: dict[str, StoreSpec] | None = None,
-        on_commit: OnCommit | None = None,
-    ) -> None:
-        self.config = config
-        self.stores = stores or {}
-        self.on_commit = on_commit
-        self.batch_id = batch_id
+    def __init__(self, job: Job, topic: str, partition: int) -> None:
+        self.job = job
+        self.config = config = job.config
+        self.layout = job.layout
         self.topic = topic
         self.partition = partition
-        self.layout = layout
-        self.process = process
         tid = config.transactional_id(topic, partition) if config.exactly_once else None
         self.stats = PartitionStats(topic, partition, tid)
         self.log = get_logger(
-            app_id=config.app_id, topic=topic, partition=partition, transactional_id=tid, batch_id=batch_id
+            app_id=config.app_id,
+            topic=topic,
+            partition=partition,
+            transactional_id=tid,
+            batch_id=job.batch_id,
         )
         self.producer: producers.OutputProducer | None = None
         self.reused = False
         self.committed: int | None = None
-        self.pending: list[Any] = []  # rows of the open transaction, kept for a redo
+        self.pending: list[pa.RecordBatch] = []  # input of the open transaction, kept for a redo
         self.checkpoint: Checkpoint | None = None
         self.state: PartitionState | None = None
         self.view = State({})
 
     # -- the protocol --------------------------------------------------------------------------------
 
-    def run(self, rows: Iterable[Any]) -> PartitionStats:
+    def run(self, runs: Iterable[pa.RecordBatch]) -> PartitionStats:
         started = time.monotonic()
-        offset_at = self.layout.offset
         try:
             self._start_producer(reuse=True)  # 2, 3
             self._read_committed()  # 4
-            if self.stores:
-                self.state = PartitionState(self.config, self.stores, self.topic, self.partition, self.log)
+            if self.job.stores:
+                self.state = PartitionState(
+                    self.config, self.job.stores, self.topic, self.partition, self.log
+                )
                 self.state.open(self.committed)
                 self.view = self.state.view
                 self.stats.restored = self.state.restored
             _crash.point("before_produce")
-            for row in rows:
-                self.stats.records_in += 1
-                if self.committed is not None and _at(row, offset_at) < self.committed:
-                    self.stats.skipped += 1
-                    continue
-                if self.stats.first_offset is None:
-                    self.stats.first_offset = _at(row, offset_at)
-                self._guarded(lambda row=row: self._produce_new(row))  # 5
-                if self.checkpoint is not None and self.checkpoint.due():
-                    self._guarded(self._commit)
+            for run in runs:
+                self.stats.records_in += run.num_rows
+                run = self._skip(run)  # 4: rows already written open no transaction
+                position = 0
+                while position < run.num_rows:  # 5
+                    room = self.config.commit_every - (self.checkpoint.records if self.checkpoint else 0)
+                    chunk = run.slice(position, min(run.num_rows - position, room))
+                    position += self._guarded(lambda chunk=chunk: self._write_new(chunk))
+                    if self.checkpoint is not None and self.checkpoint.due():
+                        self._guarded(self._commit)
             if self.checkpoint is not None:
                 self._guarded(self._commit)
         except BaseException:
@@ -198,22 +219,34 @@ class PartitionTask:
         self.committed = offsets.get((self.topic, self.partition))
         self.stats.committed_before = self.committed
 
-    def _guarded(self, action: Callable[[], None]) -> None:
-        """Run one step of the open transaction, applying the error rules of step 7."""
-        for attempt in itertools.count():
+    def _guarded(self, action: Callable[[], Any]) -> Any:
+        """Run one step of the open transaction, applying the error rules of step 7; its result."""
+        redos = 0
+        replay = False
+        while True:
             try:
-                if attempt:
+                if replay:
                     self._replay()
                 elif self.checkpoint is None:
                     self.checkpoint = self._begin()
-                action()
-                return
+                return action()
+            except DeliveryFailedError as exc:
+                self._abort(exc)
+                if self.producer.exact:
+                    raise  # the record-by-record redo names failures itself; this is not one of them
+                # Which record failed is not known in a bulk write: redo record by record to name it.
+                self.producer.exact = True
+                self.stats.redos += 1
+                self.log.warning("redoing transaction record by record", rows=self._pending_rows())
+                replay = True
             except TransactionAbortableError as exc:
                 self._abort(exc)
-                if attempt >= self.config.max_redo:
+                if redos >= self.config.max_redo:
                     raise
+                redos += 1
                 self.stats.redos += 1
-                self.log.warning("redoing transaction", attempt=attempt + 1, rows=len(self.pending))
+                self.log.warning("redoing transaction", attempt=redos, rows=self._pending_rows())
+                replay = True
             except RecordError as exc:
                 try:
                     self._abort(exc)
@@ -234,58 +267,105 @@ class PartitionTask:
                 self._read_committed()
                 if self.state is not None:
                     self.state.reopen(self.committed)
-                if self.committed is not None:
-                    self.stats.skipped += sum(
-                        1 for r in self.pending if _at(r, self.layout.offset) < self.committed
-                    )
-                    self.pending = [r for r in self.pending if _at(r, self.layout.offset) >= self.committed]
+                self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
                 self.checkpoint = None
+                replay = True
             except FatalError as exc:
                 self.log.error("fatal producer error", error=str(exc))
                 raise
 
+    def _pending_rows(self) -> int:
+        return sum(s.num_rows for s in self.pending)
+
     def _replay(self) -> None:
-        """Begin a new transaction and produce the open transaction's rows again."""
+        """Begin a new transaction and write the open transaction's input again."""
         self.checkpoint = self._begin()
-        for row in self.pending:
-            self._produce_row(row)
+        for chunk in self.pending:
+            self._write(chunk, may_stop=False)
 
     def _begin(self) -> Checkpoint:
         return Checkpoint(self.config, self.producer, self.topic, self.partition, self.log, self.state)
 
     def _abort(self, exc: BaseException) -> None:
         self.stats.aborted += 1
-        self.log.warning("aborting transaction", error=str(exc), rows=len(self.pending))
+        self.log.warning("aborting transaction", error=str(exc), rows=self._pending_rows())
         if self.checkpoint is not None:
             self.checkpoint.abort()
         self.checkpoint = None
         if self.state is not None:
             self.state.reopen(self.committed)  # the aborted writes must not survive
 
-    def _produce_new(self, row: Any) -> None:
-        # Re-checked here: after a fenced producer was replaced, the committed offset may have moved.
-        if self.committed is not None and _at(row, self.layout.offset) < self.committed:
-            self.stats.skipped += 1
-            return
-        self._produce_row(row)
-        self.pending.append(row)
+    # -- writing rows --------------------------------------------------------------------------------
 
-    def _produce_row(self, row: Any) -> None:
-        layout = self.layout
-        offset = _at(row, layout.offset)
-        if self.process is None:
-            outs: Iterable[Output] = (
-                Output(
-                    _at(row, layout.value),
-                    _at(row, layout.key) if layout.key is not None else None,
-                    _at(row, layout.headers) if layout.headers is not None else None,
-                ),
-            )
+    def _skip(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
+        """`chunk` without its rows below the committed offset (already written), counting them."""
+        n = _arrow.below(chunk, self.layout, self.committed)
+        self.stats.skipped += n
+        return chunk.slice(n) if n else chunk
+
+    def _write_new(self, chunk: pa.RecordBatch) -> int:
+        """Write the rows of `chunk` not yet committed; returns how many rows of it are done (fewer than
+        all when `process` made the transaction due mid-chunk)."""
+        # Re-checked per chunk: after a fenced producer was replaced, the committed offset may have moved.
+        rest = self._skip(chunk)
+        done = chunk.num_rows - rest.num_rows
+        if rest.num_rows == 0:
+            return done
+        written = self._write(rest, may_stop=True)
+        if self.stats.first_offset is None:
+            self.stats.first_offset = _arrow.first_offset(rest, self.layout)
+        self.pending.append(rest.slice(0, written))
+        return done + written
+
+    def _write(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
+        """Produce the outputs of `chunk` into the open transaction; returns the rows written."""
+        if self.job.process is not None:
+            return self._write_rows(chunk, may_stop)
+        last = _arrow.last_offset(chunk, self.layout)
+        if self.job.process_batch is not None:
+            outputs = self._call_process_batch(chunk, last)
         else:
-            if self.state is not None:
-                self.state.set_input_offset(offset)
+            outputs = _arrow.passthrough(chunk, self.layout, self.config.output_topic)
+        produced = self.producer.produce_outputs(outputs, self.topic, self.partition)
+        self.checkpoint.mark(last, chunk.num_rows, produced)
+        return chunk.num_rows
+
+    def _call_process_batch(self, chunk: pa.RecordBatch, last: int) -> _arrow.Outputs:
+        first = _arrow.first_offset(chunk, self.layout)
+        if self.state is not None:
+            self.state.set_input_offset(last)
+        try:
+            result = self.job.process_batch(chunk, self.view)
+        except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
+            raise ProcessError(
+                f"process_batch over input offsets {first}-{last} raised {type(exc).__name__}: {exc}",
+                topic=self.topic,
+                partition=self.partition,
+                offset=first,
+            ) from exc
+        return _arrow.batch_outputs(
+            result,
+            default_topic=self.config.output_topic,
+            topic=self.topic,
+            partition=self.partition,
+            first=first,
+            last=last,
+        )
+
+    def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
+        """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
+        process, view, producer, state = self.job.process, self.view, self.producer, self.state
+        layout, checkpoint = self.layout, self.checkpoint
+        offsets = chunk.column(layout.offset).to_pylist()
+        row_topics = chunk.column(layout.out_topic).to_pylist() if layout.out_topic else None
+        row_partitions = chunk.column(layout.out_partition).to_pylist() if layout.out_partition else None
+        default_topic = self.config.output_topic
+        for i, row in enumerate(_rows.rows(chunk)):
+            offset = offsets[i]
+            if state is not None:
+                state.set_input_offset(offset)
             try:
-                outs = list(outputs_of(self.process(row, self.view)))
+                outs = list(outputs_of(process(row, view)))
             except OutputTypeError as exc:
                 raise ProcessError(
                     str(exc), topic=self.topic, partition=self.partition, offset=offset
@@ -297,16 +377,17 @@ class PartitionTask:
                     partition=self.partition,
                     offset=offset,
                 ) from exc
-        # An output without its own topic / partition takes the row's column, else the config's topic.
-        row_topic = _at(row, layout.out_topic) if layout.out_topic is not None else self.config.output_topic
-        row_partition = _at(row, layout.out_partition) if layout.out_partition is not None else None
-        produced = 0
-        for out in outs:
-            if out.partition is None and row_partition is not None:
-                out.partition = row_partition
-            self.producer.produce(out, out.topic or row_topic, self.topic, self.partition, offset)
-            produced += 1
-        self.checkpoint.mark(offset, produced)
+            # An output without its own topic / partition takes the row's column, else the config's topic.
+            row_topic = row_topics[i] if row_topics is not None else default_topic
+            row_partition = row_partitions[i] if row_partitions is not None else None
+            for out in outs:
+                if out.partition is None and row_partition is not None:
+                    out.partition = row_partition
+                producer.produce(out, out.topic or row_topic, self.topic, self.partition, offset)
+            checkpoint.mark(offset, 1, len(outs))
+            if may_stop and checkpoint.due():
+                return i + 1
+        return chunk.num_rows
 
     def _commit(self) -> None:
         if self.checkpoint.records == 0:  # everything pending was committed by the incarnation we fenced
@@ -320,14 +401,14 @@ class PartitionTask:
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = self.checkpoint.last_offset
         self.committed = self.checkpoint.last_offset + 1
-        if self.on_commit is not None:
-            self.on_commit(
+        if self.job.on_commit is not None:
+            self.job.on_commit(
                 Commit(
                     app_id=self.config.app_id,
                     topic=self.topic,
                     partition=self.partition,
                     offset=self.committed,
-                    batch_id=self.batch_id,
+                    batch_id=self.job.batch_id,
                     transactional_id=self.stats.transactional_id,
                     records=self.checkpoint.records,
                     outputs=self.checkpoint.outputs,
@@ -338,27 +419,17 @@ class PartitionTask:
         self.checkpoint = None
 
 
-def run_partition(
-    config: Config,
-    batch_id: int,
-    layout: Layout,
-    process: Process | None,
-    rows: Iterator[Any],
-    *,
-    stores: dict[str, StoreSpec] | None = None,
-    on_commit: OnCommit | None = None,
-) -> Iterator[dict[str, Any]]:
-    """`mapPartitions` function: one PartitionTask per contiguous (topic, partition) run.
+def run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`mapInArrow` function: one PartitionTask per input topic-partition run; yields its stats row.
 
     Afterwards, trims the worker's import caches so that PySpark's set-up of its next task is cheap
     (see `eos._worker`).
     """
     try:
-        topic_at, partition_at = layout.topic, layout.partition
-        for (topic, partition), tp_rows in itertools.groupby(
-            rows, key=lambda row: (_at(row, topic_at), _at(row, partition_at))
+        for (topic, partition), runs in itertools.groupby(
+            _arrow.tp_runs(batches, job.layout), key=lambda item: item[0]
         ):
-            task = PartitionTask(config, topic, partition, batch_id, layout, process, stores, on_commit)
-            yield attrs.asdict(task.run(tp_rows))
+            stats = PartitionTask(job, topic, partition).run(run for _, run in runs)
+            yield pa.RecordBatch.from_pylist([attrs.asdict(stats)], schema=STATS_SCHEMA)
     finally:
         _worker.trim_import_caches()

@@ -8,13 +8,16 @@
     ├── TopicNotFoundError      an input or output topic does not exist; raised before any transaction
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
-    │   ├── ProcessError        the user's `process` function raised
-    │   └── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
+    │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
+    │   ├── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
+    │   └── InputOrderError     an input partition's rows reached a task split or out of offset order
     └── KafkaClientError        a Kafka client call failed; the subclass is its class in librdkafka's model:
         ├── RetriableError      the same call may succeed again (raised once its deadline has passed)
         ├── TransactionAbortableError
-        │                       abort the transaction, mark the partition's state unclean, redo from the
-        │                       committed offset
+        │   │                   abort the transaction, mark the partition's state unclean, redo from the
+        │   │                   committed offset
+        │   └── DeliveryFailedError
+        │                       an output was not delivered; the redo writes record by record to name it
         └── FatalError          the producer is unusable: close it and raise
             └── FencedError     a newer incarnation owns the transactional.id: this attempt is a zombie
 
@@ -80,6 +83,10 @@ class ProduceError(RecordError):
     """The output of an input record was refused by the Kafka client or broker."""
 
 
+class InputOrderError(RecordError):
+    """The rows of an input topic-partition did not reach one task as one run in offset order."""
+
+
 class KafkaClientError(EosError):
     def __init__(self, message: str, *, kafka_error: KafkaError | None = None) -> None:
         self.kafka_error = kafka_error
@@ -92,6 +99,12 @@ class RetriableError(KafkaClientError):
 
 class TransactionAbortableError(KafkaClientError):
     """The current transaction must be aborted; the producer stays usable."""
+
+
+class DeliveryFailedError(TransactionAbortableError):
+    """An output record of the open transaction was not delivered. Bulk writes do not track which input
+    record each output came from; the task aborts and redoes the transaction record by record, which
+    names the record (a ProduceError) or succeeds."""
 
 
 class FatalError(KafkaClientError):

@@ -3,26 +3,28 @@
 Per micro-batch, `Sink.__call__`:
     1. checks the batch's columns (before any transaction begins);
     2. checks that a broker answers and the configured output topic exists;
-    3. groups the rows so that each input topic-partition is one sorted run in one Spark task: a sort
-       within partitions where the Kafka source already gave each topic-partition its own Spark
-       partition (`_partitioning`), else a shuffle by (topic, partition) first, e.g. where the source
-       split them (minPartitions / maxRecordsPerPartition);
-    4. runs `eos._task.run_partition` on the executors and collects one small stats row per partition;
-    5. logs a batch summary and keeps it in `Sink.history`.
+    3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
+       nothing to do where the Kafka source already gave each topic-partition its own Spark partition
+       (`_partitioning`, classic Spark only), else a shuffle by (topic, partition) and a sort by offset,
+       e.g. where the source split them (minPartitions / maxRecordsPerPartition) or under Spark Connect;
+    4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
+       RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
+    5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import attrs
 
 from eos import _offsets, _partitioning
+from eos._arrow import Layout
 from eos._log import get_logger
-from eos._task import Layout, OnCommit, Process, run_partition
+from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition
 from eos.config import Config
 from eos.errors import BatchSchemaError
 from eos.state import StoreSpec
@@ -56,8 +58,15 @@ class BatchSummary:
         return {k: v for k, v in attrs.asdict(self).items() if k != "per_partition"}
 
 
+OnBatch = Callable[["BatchSummary"], None]
+
+
 class Sink:
-    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the batches it wrote."""
+    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the batches it wrote.
+
+    Under Spark Connect the server runs a pickled copy of the sink: `history` is kept there, so read
+    the figures through `on_batch` (or the `batch written` log event) instead.
+    """
 
     def __init__(
         self,
@@ -65,18 +74,33 @@ class Sink:
         process: Process | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
         on_commit: OnCommit | None = None,
+        process_batch: ProcessBatch | None = None,
+        on_batch: OnBatch | None = None,
     ) -> None:
         self.config = config
         self.process = process
+        self.process_batch = process_batch
         self.on_commit = on_commit
+        self.on_batch = on_batch
         self.stores = {
             name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
             for name, spec in (stores or {}).items()
         }
-        if self.stores and process is None:
-            raise ValueError("state stores are used by a process function: pass process= as well")
+        if process is not None and process_batch is not None:
+            raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
+        if self.stores and process is None and process_batch is None:
+            raise ValueError("state stores are used by a process function: pass process= or process_batch=")
         self.history: list[BatchSummary] = []
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark Connect pickles the sink to run it on the server: the logger holds a stream.
+        return {k: v for k, v in self.__dict__.items() if k not in ("log", "history")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.history = []
+        self.log = get_logger(app_id=self.config.app_id, guarantee=self.config.processing_guarantee)
 
     @property
     def last(self) -> BatchSummary | None:
@@ -96,24 +120,28 @@ class Sink:
         selected = batch_df.select(*columns)
         regrouped = not _partitioning.one_topic_partition_per_task(selected)  # 3
         if regrouped:
-            selected = selected.repartition("topic", "partition")
-        grouped = selected.sortWithinPartitions("topic", "partition", "offset")
-        task = partial(
-            run_partition,
-            self.config,
-            batch_id,
-            layout,
-            self.process,
+            selected = selected.repartition("topic", "partition").sortWithinPartitions(
+                "topic", "partition", "offset"
+            )
+        job = Job(
+            config=self.config,
+            batch_id=batch_id,
+            layout=layout,
+            process=self.process,
+            process_batch=self.process_batch,
             stores=self.stores,
             on_commit=self.on_commit,
         )
-        stats = grouped.rdd.mapPartitions(task).collect()  # 4
+        rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
+        stats = [row.asDict() for row in rows]
         summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped)  # 5
         self.history.append(summary)
         self.log.info("batch written", **summary.as_dict())
+        if self.on_batch is not None:
+            self.on_batch(summary)
 
     def _layout(self, df) -> tuple[Layout, list[str]]:
-        """Check the batch's columns; return where each one sits in the rows the tasks receive."""
+        """Check the batch's columns; return the names the tasks read and the columns they receive."""
         types = dict(df.dtypes)
         config = self.config
 
@@ -132,42 +160,29 @@ class Sink:
         why = "the input coordinate from the Kafka source; keep it in the batch"
         for name, allowed in _INPUT.items():
             check(name, allowed, why)
-        if config.output_topic_column is not None:
-            check(config.output_topic_column, ("string",), "named by output_topic_column")
-        if config.output_partition_column is not None:
-            check(config.output_partition_column, ("int",), "named by output_partition_column")
-        if self.process is not None:
-            # `process` sees whole rows; eos reads only the input coordinates from them.
-            columns = list(df.columns)
-            out_topic, out_partition = config.output_topic_column, config.output_partition_column
-            layout = Layout(
-                *(columns.index(c) for c in _INPUT),
-                out_topic=columns.index(out_topic) if out_topic else None,
-                out_partition=columns.index(out_partition) if out_partition else None,
-            )
-            return layout, columns
+        out_topic, out_partition = config.output_topic_column, config.output_partition_column
+        if out_topic is not None:
+            check(out_topic, ("string",), "named by output_topic_column")
+        if out_partition is not None:
+            check(out_partition, ("int",), "named by output_partition_column")
+        if self.process is not None or self.process_batch is not None:
+            # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
+            return Layout(out_topic=out_topic, out_partition=out_partition), list(df.columns)
 
         check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
         columns = [*_INPUT, "value"]
         for name, allowed in (("key", _BYTES), ("headers", (_HEADERS,))):
             if name in types:
                 columns.append(check(name, allowed, ""))
-        for name in (config.output_topic_column, config.output_partition_column):
-            if name is not None:
+        for name in (out_topic, out_partition):
+            if name is not None and name not in columns:
                 columns.append(name)
-
-        def at(name: str | None) -> int | None:
-            return columns.index(name) if name is not None and name in columns else None
-
         layout = Layout(
-            topic=0,
-            partition=1,
-            offset=2,
-            value=3,
-            key=at("key"),
-            headers=at("headers"),
-            out_topic=at(config.output_topic_column),
-            out_partition=at(config.output_partition_column),
+            value="value",
+            key="key" if "key" in columns else None,
+            headers="headers" if "headers" in columns else None,
+            out_topic=out_topic,
+            out_partition=out_partition,
         )
         return layout, columns
 
@@ -206,10 +221,16 @@ def sink(
     process: Process | None = None,
     stores: Mapping[str, StoreSpec | str] | None = None,
     on_commit: OnCommit | None = None,
+    *,
+    process_batch: ProcessBatch | None = None,
+    on_batch: OnBatch | None = None,
 ) -> Sink:
     """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
 
-    `stores` names the state stores `process` may use, each with its StoreSpec (or a value serde name).
-    `on_commit(eos.Commit)` is called on the executor after each commit of an input topic-partition.
+    `process(row, state)` runs per input row; `process_batch(batch, state)` per Arrow record batch of
+    one input partition, returning Arrow with the output columns. `stores` names the state stores they
+    may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
+    executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
+    (the Connect server under Spark Connect) after each batch.
     """
-    return Sink(config, process, stores, on_commit)
+    return Sink(config, process, stores, on_commit, process_batch, on_batch)

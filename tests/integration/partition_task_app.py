@@ -3,8 +3,9 @@ SIGSTOP it mid-transaction and SIGCONT it after another incarnation took the par
 
     python partition_task_app.py BOOTSTRAP APP_ID INPUT OUTPUT PARTITION STATE_DIR PAUSE_AT MARKER
 
-Rows are the input partition's records; `process` keeps a running count per key in the store
-"counts" and, at offset PAUSE_AT, creates MARKER and sleeps so the test can pause it there.
+Rows are the input partition's records, handed over as Arrow batches of up to 100 rows as `mapInArrow`
+would; `process` keeps a running count per key in the store "counts" and, at offset PAUSE_AT, creates
+MARKER and sleeps so the test can pause it there.
 """
 
 from __future__ import annotations
@@ -14,10 +15,33 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 import eos
-from eos._task import Layout, run_partition
+from eos._arrow import Layout
+from eos._task import Job, run_partition
+
+SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("value", pa.binary()),
+        ("key", pa.binary()),
+    ]
+)
+
+
+def batches(records, size: int = 100):
+    chunk = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield pa.RecordBatch.from_pylist(chunk, schema=SCHEMA)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=SCHEMA)
 
 
 def rows(bootstrap: str, topic: str, partition: int):
@@ -39,7 +63,13 @@ def rows(bootstrap: str, topic: str, partition: int):
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     return
                 raise RuntimeError(msg.error())
-            yield (msg.topic(), msg.partition(), msg.offset(), msg.value(), msg.key())
+            yield {
+                "topic": msg.topic(),
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "value": msg.value(),
+                "key": msg.key(),
+            }
     finally:
         consumer.close()
 
@@ -56,24 +86,17 @@ def main() -> None:
     )
 
     def process(row, state):
-        if row[2] == int(pause_at):
+        if row.offset == int(pause_at):
             Path(marker).touch()
             time.sleep(4)  # the test pauses this process here, mid-transaction
         counts = state.store("counts")
-        n = counts.get(row[4], 0) + 1
-        counts.put(row[4], n)
-        return eos.Output(row[3] + b"#%d" % n, row[4])
+        n = counts.get(row.key, 0) + 1
+        counts.put(row.key, n)
+        return eos.Output(row.value + b"#%d" % n, row.key)
 
-    layout = Layout(topic=0, partition=1, offset=2, value=3, key=4)
-    for stats in run_partition(
-        config,
-        0,
-        layout,
-        process,
-        rows(bootstrap, source, int(partition)),
-        stores={"counts": eos.StoreSpec()},
-    ):
-        print(json.dumps(stats))
+    job = Job(config, 0, Layout(), process=process, stores={"counts": eos.StoreSpec()})
+    for stats in run_partition(job, batches(rows(bootstrap, source, int(partition)))):
+        print(json.dumps(stats.to_pylist()[0]))
 
 
 if __name__ == "__main__":

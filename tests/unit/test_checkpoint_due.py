@@ -31,9 +31,9 @@ def config(**kw) -> eos.Config:
 def test_due_after_commit_every_records():
     checkpoint = Checkpoint(config(commit_every=3), Producer(), "in", 0, log=None)
     for offset in range(2):
-        checkpoint.mark(offset, 1)
+        checkpoint.mark(offset, 1, 1)
         assert not checkpoint.due()
-    checkpoint.mark(2, 1)
+    checkpoint.mark(2, 1, 1)
     assert checkpoint.due()
 
 
@@ -41,7 +41,7 @@ def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr("eos._checkpoint.time.monotonic", lambda: now[0])
     checkpoint = Checkpoint(config(commit_interval_ms=500), Producer(), "in", 0, log=None)
-    checkpoint.mark(0, 1)
+    checkpoint.mark(0, 1, 1)
     assert not checkpoint.due()
     now[0] += 0.5
     assert checkpoint.due()
@@ -52,7 +52,7 @@ def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
     checkpoint = Checkpoint(
         config(commit_every=1_000_000, state_buffer_max_keys=100), Producer(), "in", 0, log=None, state=state
     )
-    checkpoint.mark(0, 1)
+    checkpoint.mark(0, 1, 1)
     state.keys = 99
     assert not checkpoint.due()
     state.keys = 100

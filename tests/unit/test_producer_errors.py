@@ -1,13 +1,22 @@
-"""OutputProducer: a fatal error reported by produce() or poll() carries its cause (fenced or not)."""
+"""OutputProducer: a fatal error reported by produce() or poll() carries its cause (fenced or not), and
+every refused or undelivered output of a bulk write is mapped to its input record and error class."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos import _producer
+from eos._arrow import Outputs
 from eos.config import Config
-from eos.errors import FatalError, FencedError
+from eos.errors import (
+    DeliveryFailedError,
+    FatalError,
+    FencedError,
+    ProduceError,
+    TransactionAbortableError,
+)
 from eos.records import Output
 
 FENCED = KafkaError(
@@ -56,3 +65,161 @@ def test_fatal_produce_error_with_another_cause_stays_fatal(monkeypatch):
     with pytest.raises(FatalError) as info:
         producer.produce(Output(b"v"), "out", "in", 0, 7)
     assert not isinstance(info.value, FencedError)
+
+
+# -- bulk writes: which input record an error names ------------------------------------------------------
+
+
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._topic, self._partition, self._offset = topic, partition, offset
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class QueueingProducer:
+    """librdkafka as Python sees it: produce() queues a record (or refuses it at once), poll()/flush()
+    deliver the queued records and call their delivery callbacks, failing those told to fail."""
+
+    def __init__(self, settings) -> None:
+        self.queued: list[tuple] = []
+        self.delivered: list[tuple] = []
+        self.refuse: dict[bytes, KafkaError] = {}  # value -> error raised by produce()
+        self.fail: dict[bytes, KafkaError] = {}  # value -> error in the delivery report
+        self.full: set[bytes] = set()  # values whose first produce() finds the queue full
+        self.produce_calls = 0
+
+    def produce(
+        self, topic, value, key=None, partition=-1, callback=None, on_delivery=None, timestamp=0, headers=None
+    ):
+        self.produce_calls += 1
+        if value in self.full:
+            self.full.discard(value)
+            raise BufferError("Local: Queue full")
+        if value in self.refuse:
+            raise KafkaException(self.refuse[value])
+        self.queued.append((topic, value, key, partition, headers, callback))
+
+    def poll(self, timeout=None) -> int:
+        for topic, value, key, partition, headers, callback in self.queued:
+            err = self.fail.get(value)
+            if err is None:
+                self.delivered.append((topic, value, key, partition, headers))
+            callback(err, FakeMessage(topic, max(partition, 0), -1 if err else len(self.delivered) - 1))
+        self.queued = []
+        return 0
+
+    flush = poll
+
+
+def _bulk(monkeypatch, **config) -> tuple[_producer.OutputProducer, QueueingProducer]:
+    monkeypatch.setattr(_producer, "Producer", QueueingProducer)
+    config = Config(
+        bootstrap_servers="127.0.0.1:1",
+        app_id="app",
+        output_topic="out",
+        processing_guarantee="exactly_once",
+        **config,
+    )
+    producer = _producer.OutputProducer(config, config.transactional_id("in", 0))
+    producer._known_topics.update({"out", "other"})
+    return producer, producer._producer
+
+
+def _outputs(values, offsets=None, **kw) -> Outputs:
+    offsets = list(range(100, 100 + len(values))) if offsets is None else offsets
+    return Outputs(values=values, topic=kw.pop("topic", "out"), offsets=pa.array(offsets, pa.int64()), **kw)
+
+
+TOO_LARGE = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
+
+
+def test_bulk_write_refused_at_once_names_that_record(monkeypatch):
+    producer, fake = _bulk(monkeypatch)
+    fake.refuse[b"c"] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Local: Message size too large")
+    with pytest.raises(ProduceError) as info:
+        producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+    assert (info.value.topic, info.value.partition, info.value.offset) == ("in", 0, 102)
+    assert "'out' refused" in str(info.value)
+
+
+def test_bulk_delivery_failure_is_found_by_the_exact_redo(monkeypatch):
+    producer, fake = _bulk(monkeypatch)
+    fake.fail[b"c"] = TOO_LARGE
+    assert producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
+    with pytest.raises(DeliveryFailedError) as info:  # the fast path does not know which record it was
+        producer.flush_and_check("in", 0)
+    assert isinstance(info.value, TransactionAbortableError)
+    assert info.value.kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+    producer.exact = True  # what the task does before redoing the transaction
+    producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+    with pytest.raises(ProduceError) as info:
+        producer.flush_and_check("in", 0)
+    assert info.value.offset == 102
+    assert "Message size too large" in str(info.value)
+
+
+def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(monkeypatch):
+    producer, fake = _bulk(monkeypatch)
+    producer.exact = True
+    fake.fail[b"b"] = KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, "Broker: Not enough in-sync replicas")
+    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    with pytest.raises(TransactionAbortableError) as info:
+        producer.flush_and_check("in", 0)
+    assert not isinstance(info.value, DeliveryFailedError | ProduceError)
+
+
+def test_fenced_delivery_is_a_fenced_error_in_either_mode(monkeypatch):
+    for exact in (False, True):
+        producer, fake = _bulk(monkeypatch)
+        producer.exact = exact
+        fake.fail[b"a"] = KafkaError(KafkaError._FENCED, "fenced")
+        producer.produce_outputs(_outputs([b"a"]), "in", 0)
+        with pytest.raises(FencedError):
+            producer.flush_and_check("in", 0)
+
+
+def test_full_queue_is_served_and_the_record_retried_in_order(monkeypatch):
+    producer, fake = _bulk(monkeypatch)
+    fake.full.add(b"b")
+    producer.produce_outputs(_outputs([b"a", b"b", b"c"], keys=[b"1", None, b"3"]), "in", 0)
+    producer.flush_and_check("in", 0)
+    assert [(v, k) for _, v, k, _, _ in fake.delivered] == [(b"a", b"1"), (b"b", None), (b"c", b"3")]
+    assert fake.produce_calls == 4
+
+
+def test_per_record_topics_partitions_and_headers(monkeypatch):
+    producer, fake = _bulk(monkeypatch)
+    outputs = _outputs(
+        [b"a", b"b"], topic=["other", None], partitions=[3, None], headers=[[("h", b"1")], None]
+    )
+    producer.produce_outputs(outputs, "in", 0)
+    producer.flush_and_check("in", 0)
+    assert fake.delivered == [("other", b"a", None, 3, [("h", b"1")]), ("out", b"b", None, -1, None)]
+
+
+def test_missing_topic_of_a_process_batch_output_names_the_call(monkeypatch):
+    producer, _ = _bulk(monkeypatch)
+    monkeypatch.setattr(
+        producer,
+        "_producer",
+        type("NoTopics", (), {"list_topics": lambda self, topic, timeout: _no_topics()})(),
+    )
+    outputs = Outputs(values=[b"a"], topic="typo", first=40, last=49)
+    with pytest.raises(ProduceError) as info:
+        producer.produce_outputs(outputs, "in", 0)
+    assert info.value.offset == 40
+    assert "'typo' is not available" in str(info.value)
+    assert "process_batch over input offsets 40-49" in str(info.value)
+
+
+def _no_topics():
+    return type("Metadata", (), {"topics": {}})()

@@ -125,7 +125,8 @@ class FakeProducer:
         self.delivered_offsets = dict(delivered_offsets or {})
         self.produced: list[tuple] = []
 
-    def produce(self, out, topic, in_topic, in_partition, in_offset) -> None:
+    def produce(self, out, topic, in_topic, in_partition, in_offset, track=False) -> None:
+        assert track, "changelog records are tracked: their offsets are where the store's checkpoint points"
         self.produced.append((topic, out.key, out.value, out.headers, out.partition, in_topic, in_offset))
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import eos
-from eos._task import Layout
+from eos._arrow import Layout
 from eos.sink import Sink
 
 HEADERS = "array<struct<key:string,value:binary>>"
@@ -41,20 +41,20 @@ def config(**kw) -> eos.Config:
     return eos.Config(**{"bootstrap_servers": "b:1", "app_id": "app", "output_topic": "out", **kw})
 
 
-def layout(batch: FakeDF, process=None, **kw):
-    return Sink(config(**kw), process)._layout(batch)
+def layout(batch: FakeDF, process=None, process_batch=None, **kw):
+    return Sink(config(**kw), process, process_batch=process_batch)._layout(batch)
 
 
 def test_kafka_source_batch_selects_the_output_columns():
     result, columns = layout(df())
     assert columns == ["topic", "partition", "offset", "value", "key", "headers"]
-    assert result == Layout(topic=0, partition=1, offset=2, value=3, key=4, headers=5)
+    assert result == Layout(value="value", key="key", headers="headers")
 
 
 def test_key_and_headers_are_optional():
     result, columns = layout(df(drop=("key", "headers")))
     assert columns == ["topic", "partition", "offset", "value"]
-    assert result == Layout(topic=0, partition=1, offset=2, value=3)
+    assert result == Layout(value="value")
 
 
 @pytest.mark.parametrize(
@@ -119,12 +119,17 @@ def test_with_process_value_is_not_required_and_all_columns_are_kept():
     )
     result, columns = layout(batch, process=lambda row, state: None)
     assert columns == batch.columns
-    assert (result.topic, result.partition, result.offset) == (4, 3, 1)
-    assert [columns[result.topic], columns[result.partition], columns[result.offset]] == [
-        "topic",
-        "partition",
-        "offset",
-    ]
+    assert result == Layout()  # the input coordinates by name; the rest is the function's
+    batch_result, batch_columns = layout(batch, process_batch=lambda b, state: None)
+    assert (batch_result, batch_columns) == (result, columns)
+
+
+def test_process_and_process_batch_are_exclusive_and_stores_need_one():
+    with pytest.raises(ValueError, match="not both"):
+        Sink(config(), lambda row, state: None, process_batch=lambda batch, state: None)
+    with pytest.raises(ValueError, match="process_batch="):
+        Sink(config(), stores={"counts": "json"})
+    assert Sink(config(), process_batch=lambda batch, state: None, stores={"counts": "json"}).stores
 
 
 def test_with_process_the_input_coordinates_are_still_required():
@@ -138,10 +143,7 @@ def test_output_topic_and_partition_columns_are_placed_in_the_layout():
         batch, output_topic=None, output_topic_column="dest", output_partition_column="dest_partition"
     )
     assert columns == ["topic", "partition", "offset", "value", "key", "dest", "dest_partition"]
-    assert columns[result.out_topic] == "dest"
-    assert columns[result.out_partition] == "dest_partition"
-    assert columns[result.key] == "key"
-    assert result.headers is None
+    assert result == Layout(value="value", key="key", out_topic="dest", out_partition="dest_partition")
 
 
 @pytest.mark.parametrize(

@@ -149,6 +149,34 @@ def test_put_then_get_and_the_stored_bytes(store, backend):
     assert store.get("a", "default") == {"n": 2}
 
 
+def test_get_many_and_put_many_match_one_at_a_time(store, backend):
+    store.put("committed", 1)
+    backend.commit(1)
+    store.put("pending", 2)
+    store.delete("deleted-pending")
+    keys = ["pending", "missing", "committed", "pending", "deleted-pending"]
+    assert store.get_many(keys) == [store.get(k) for k in keys] == [2, None, 1, 2, None]
+    assert store.get_many(keys, default=0) == [2, 0, 1, 2, 0]
+    store.put_many({"a": 10, "committed": 11})
+    store.put_many([("b", 20), ("b", 21)])  # a later item for the same key wins
+    assert store.get_many(["a", "b", "committed"]) == [10, 21, 11]
+    backend.commit(2)
+    assert dict(store.items()) == {"a": 10, "b": 21, "committed": 11, "pending": 2}
+    with pytest.raises(ValueError, match="delete"):
+        store.put_many({"c": None})
+
+
+def test_get_many_reads_in_as_few_queries_as_sqlite_allows(store, backend, monkeypatch):
+    store.put_many({f"k{i}": i for i in range(2_500)})
+    backend.commit(1)
+    monkeypatch.setattr(backend, "_max_variables", 1_000)
+    queries = []
+    backend._db.set_trace_callback(queries.append)
+    wanted = [f"k{i}" for i in range(0, 2_500, 1)] + ["absent"]
+    assert store.get_many(wanted) == list(range(2_500)) + [None]
+    assert len([q for q in queries if q.startswith("SELECT")]) == 3  # 2,501 keys, 1,000 per query
+
+
 def test_falsy_values_are_present(store):
     store.put("zero", 0)
     store.put("empty", [])

@@ -1,21 +1,24 @@
 """eos._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
-real `Checkpoint` driving a fake transactional producer and a fake group-offset store. No broker."""
+real `Checkpoint` driving a fake transactional producer and a fake group-offset store, on real Arrow
+record batches. No broker, no Spark."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import pyarrow as pa
 import pytest
 
 import eos
 from eos import _crash, _offsets
 from eos import _producer as producers
-from eos._task import Layout, PartitionTask, run_partition
+from eos._arrow import Layout
+from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
 from eos.records import Output
 from eos.sink import Sink
 
 IN = "in"
-LAYOUT = Layout(topic=0, partition=1, offset=2, value=3)
+LAYOUT = Layout(value="value")
 GROUP_METADATA = object()
 
 
@@ -75,6 +78,9 @@ class FakeProducer:
         self.fail: dict[str, list] = {}
         self.fail_at_offset: dict[int, list] = {}
         self.calls: list[str] = []
+        self.exact = False
+        self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
+        self.undeliverable: set[int] = set()  # input offsets whose outputs the broker refuses
 
     def _step(self, name: str, queue: list | None = None) -> None:
         self.calls.append(name)
@@ -94,9 +100,21 @@ class FakeProducer:
         self._step("begin")
         self.in_transaction = True
 
-    def produce(self, out: Output, topic, in_topic, in_partition, in_offset) -> None:
+    def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
         self._step("produce", self.fail_at_offset.get(in_offset))
-        record = (topic, out.value, in_offset)
+        self._record((topic, out.value, in_offset))
+
+    def produce_outputs(self, outputs, in_topic, in_partition) -> int:
+        for i, value in enumerate(outputs.values):
+            offset = outputs.offset_of(i)
+            self._step("produce", self.fail_at_offset.get(offset))
+            if self.exact:
+                self.exact_rows.append(offset)
+            topic = outputs.topic[i] if isinstance(outputs.topic, list) else outputs.topic
+            self._record((topic, value, offset))
+        return len(outputs)
+
+    def _record(self, record) -> None:
         if self.transactional_id is None:
             self.kafka.outputs.append(record)  # idempotent, not transactional: visible at once
         else:
@@ -105,6 +123,13 @@ class FakeProducer:
 
     def flush_and_check(self, in_topic, in_partition) -> None:
         self._step("flush")
+        refused = sorted(o for _, _, o in self.open if o in self.undeliverable)
+        if refused:
+            if not self.exact:
+                raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
+            raise eos.ProduceError(
+                "refused by the broker", topic=in_topic, partition=in_partition, offset=refused[0]
+            )
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
         self._step("send_offsets")
@@ -117,6 +142,7 @@ class FakeProducer:
         self.kafka.offsets.update(self.open_offsets)
         self.kafka.offset_commits.extend(self.open_offsets.values())
         self.open, self.open_offsets, self.in_transaction = [], {}, False
+        self.exact = False
 
     def abort_transaction(self, log=None) -> None:
         self._step("abort")
@@ -163,12 +189,25 @@ def value(offset: int, partition: int = 0) -> bytes:
     return f"{IN}|{partition}|{offset}".encode()
 
 
-def rows(offsets, partition: int = 0, topic: str = IN) -> list[tuple]:
-    return [(topic, partition, o, value(o, partition)) for o in offsets]
+def rows(offsets, partition: int = 0, topic: str = IN) -> pa.RecordBatch:
+    """The Arrow record batch a task receives for these input offsets of one topic-partition."""
+    offsets = list(offsets)
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array([topic] * len(offsets), pa.string()),
+            "partition": pa.array([partition] * len(offsets), pa.int32()),
+            "offset": pa.array(offsets, pa.int64()),
+            "value": pa.array([value(o, partition) for o in offsets], pa.binary()),
+        }
+    )
+
+
+def task(cfg: eos.Config, process: Callable | None = None, partition: int = 0, **kw) -> PartitionTask:
+    return PartitionTask(Job(cfg, 7, LAYOUT, process, **kw), IN, partition)
 
 
 def run(cfg: eos.Config, offsets, process: Callable | None = None, partition: int = 0):
-    return PartitionTask(cfg, IN, partition, 7, LAYOUT, process).run(rows(offsets, partition))
+    return task(cfg, process, partition).run([rows(offsets, partition)])
 
 
 # -- the happy path ------------------------------------------------------------------------------------
@@ -261,8 +300,18 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
     The sink checks that column with `process=` too; an Output without a topic of its own must then
     go to the row's column, not to None."""
 
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": [IN] * 4,
+            "partition": pa.array([0] * 4, pa.int32()),
+            "offset": pa.array(range(4), pa.int64()),
+            "dest": [f"dest-{o % 2}" for o in range(4)],
+            "payload": [f"p{o}" for o in range(4)],
+        }
+    )
+
     class Batch:
-        columns = ["topic", "partition", "offset", "dest", "payload"]
+        columns = batch.schema.names
         dtypes = [
             ("topic", "string"),
             ("partition", "int"),
@@ -272,12 +321,12 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
         ]
 
     def process(row, state):
-        return row[4]
+        return row.payload
 
     cfg = config(output_topic=None, output_topic_column="dest")
     layout, columns = Sink(cfg, process)._layout(Batch())
-    batch = [(IN, 0, o, f"dest-{o % 2}", f"p{o}") for o in range(4)]
-    PartitionTask(cfg, IN, 0, 7, layout, process).run(batch)
+    assert columns == batch.schema.names
+    PartitionTask(Job(cfg, 7, layout, process), IN, 0).run([batch])
     assert kafka.outputs == [(f"dest-{o % 2}", f"p{o}", o) for o in range(4)]
 
 
@@ -309,12 +358,12 @@ def test_redo_is_bounded(kafka):
     cfg = config(commit_every=2, max_redo=2)
     kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail["flush"] = [None] + [abortable() for _ in range(10)]
-    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    t = task(cfg)
     with pytest.raises(eos.TransactionAbortableError):
-        task.run(rows(range(4)))
+        t.run([rows(range(4))])
     assert kafka.values() == [value(0), value(1)]  # the first transaction stays committed
     assert kafka.offsets == {(IN, 0): 2}
-    assert (task.stats.aborted, task.stats.redos) == (3, 2)
+    assert (t.stats.aborted, t.stats.redos) == (3, 2)
     assert kafka.discarded == [producer]
     assert kafka.released == []
 
@@ -352,12 +401,12 @@ def test_produce_error_aborts_without_redo(kafka):
     cfg = config()
     kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail_at_offset[1] = [eos.ProduceError("too large", topic=IN, partition=0, offset=1)]
-    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    t = task(cfg)
     with pytest.raises(eos.ProduceError):
-        task.run(rows(range(3)))
+        t.run([rows(range(3))])
     assert kafka.outputs == []
     assert kafka.offsets == {}
-    assert (task.stats.aborted, task.stats.redos) == (1, 0)
+    assert (t.stats.aborted, t.stats.redos) == (1, 0)
     assert producer.calls.count("abort") == 1
 
 
@@ -377,11 +426,11 @@ def test_fatal_error_raises_without_redo(kafka):
 
 def test_fresh_producer_fenced_is_a_zombie(kafka):
     kafka.setup = lambda producer: producer.fail.update(send_offsets=[fenced()])
-    task = PartitionTask(config(), IN, 0, 7, LAYOUT, None)
+    t = task(config())
     with pytest.raises(eos.FencedError):
-        task.run(rows(range(3)))
+        t.run([rows(range(3))])
     assert kafka.outputs == []
-    assert task.stats.producers_replaced == 0
+    assert t.stats.producers_replaced == 0
     assert kafka.discarded == kafka.created
     assert kafka.released == []
 
@@ -415,10 +464,10 @@ def test_replacement_fenced_again_raises(kafka):
     kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["begin"] = [fenced()]
     kafka.setup = lambda producer: producer.fail.update(begin=[fenced()])
-    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    t = task(cfg)
     with pytest.raises(eos.FencedError):
-        task.run(rows(range(2)))
-    assert task.stats.producers_replaced == 1
+        t.run([rows(range(2))])
+    assert t.stats.producers_replaced == 1
     assert len(kafka.created) == 1
     assert kafka.discarded == [kept, *kafka.created]
     assert kafka.outputs == []
@@ -429,11 +478,11 @@ def test_kept_producer_fenced_after_a_commit_is_a_zombie(kafka):
     kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["send_offsets"] = [None, fenced()]
     kafka.kept = kept
-    task = PartitionTask(cfg, IN, 0, 7, LAYOUT, None)
+    t = task(cfg)
     with pytest.raises(eos.FencedError):
-        task.run(rows(range(4)))
+        t.run([rows(range(4))])
     assert kafka.values() == [value(0), value(1)]
-    assert task.stats.producers_replaced == 0
+    assert t.stats.producers_replaced == 0
     assert kafka.discarded == [kept]
 
 
@@ -460,10 +509,13 @@ def test_at_least_once_flushes_then_commits_offsets_to_the_group(kafka):
 def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
     cfg = config(commit_every=2)
     kafka.offsets[("a", 1)] = 1
-    batch = (
-        rows(range(3), partition=0, topic="a") + rows(range(3), partition=1, topic="a") + rows([5], topic="b")
-    )
-    stats = list(run_partition(cfg, 7, LAYOUT, None, iter(batch)))
+    batches = [
+        pa.concat_batches([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
+        pa.concat_batches([rows([2], partition=1, topic="a"), rows([5], topic="b")]),
+    ]
+    out = list(run_partition(Job(cfg, 7, LAYOUT), iter(batches)))
+    assert all(b.schema == STATS_SCHEMA and b.num_rows == 1 for b in out)
+    stats = [b.to_pylist()[0] for b in out]
     assert [(s["topic"], s["partition"]) for s in stats] == [("a", 0), ("a", 1), ("b", 0)]
     assert [s["records_in"] for s in stats] == [3, 3, 1]
     assert [s["skipped"] for s in stats] == [0, 1, 0]
@@ -486,3 +538,93 @@ def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
 def test_summary_of_an_empty_batch():
     summary = Sink(config())._summarize(0, [], 0.0)
     assert (summary.partitions, summary.records_in, summary.commit_ms_max) == (0, 0, 0.0)
+
+
+# -- Arrow chunks: bulk delivery failures, transaction bounds, process_batch, input order ----------------
+
+
+@pytest.mark.parametrize("max_redo", [0, 2])
+def test_bulk_delivery_failure_is_redone_record_by_record_to_name_the_record(kafka, max_redo):
+    cfg = config(commit_every=4, max_redo=max_redo)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.undeliverable = {6}
+    t = task(cfg)
+    with pytest.raises(eos.ProduceError) as info:
+        t.run([rows(range(10))])
+    assert info.value.offset == 6
+    assert producer.exact_rows == [4, 5, 6, 7], "the failed transaction was redone record by record"
+    assert kafka.values() == [value(o) for o in range(4)]  # the transaction before it stays committed
+    assert kafka.offsets == {(IN, 0): 4}
+    assert (t.stats.aborted, t.stats.redos) == (2, 1)
+
+
+def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_is_bulk_again(kafka):
+    cfg = config(commit_every=3)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail["flush"] = [eos.DeliveryFailedError("delivery failed")]
+    stats = run(cfg, range(6))
+    assert kafka.values() == [value(o) for o in range(6)]
+    assert producer.exact_rows == [0, 1, 2]
+    assert (stats.aborted, stats.redos, stats.transactions) == (1, 1, 2)
+
+
+def test_no_transaction_takes_more_than_commit_every_rows_of_a_large_batch(kafka):
+    stats = run(config(commit_every=10), range(25))
+    assert kafka.offset_commits == [10, 20, 25]
+    assert stats.transactions == 3
+
+
+def test_process_batch_outputs_go_to_their_topics_and_offsets_commit(kafka):
+    calls = []
+
+    def upper(batch, state):
+        calls.append(batch.column("offset").to_pylist())
+        values = [v.upper() for v in batch.column("value").to_pylist()]
+        topics = ["other" if i % 2 else None for i in range(len(values))]
+        return pa.RecordBatch.from_pydict({"value": values, "topic": topics})
+
+    stats = task(config(commit_every=4), process_batch=upper).run([rows(range(6))])
+    assert calls == [[0, 1, 2, 3], [4, 5]], "process_batch sees at most one transaction's rows"
+    # (topic, value, input offset named for it): None is the configured topic (the producer's default);
+    # outputs of a call are named by the call's first input record
+    assert kafka.outputs == [
+        ("other" if o % 2 else None, value(o).upper(), 0 if o < 4 else 4) for o in range(6)
+    ]
+    assert kafka.offset_commits == [4, 6]
+    assert stats.records_out == 6
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (lambda batch: pa.RecordBatch.from_pydict({"key": [b"k"]}), "no 'value' column"),
+        (lambda batch: batch, "not output fields"),
+        (lambda batch: 1 / 0, "raised ZeroDivisionError"),
+    ],
+    ids=["no-value", "input-returned", "raising"],
+)
+def test_process_batch_errors_abort_and_name_the_first_record_of_the_call(kafka, result, message):
+    with pytest.raises(eos.ProcessError, match=message) as info:
+        task(config(commit_every=3), process_batch=lambda batch, state: result(batch)).run([rows(range(5))])
+    assert info.value.offset == 0
+    assert "process_batch over input offsets 0-2" in str(info.value)
+    assert kafka.outputs == [] and kafka.offsets == {}
+
+
+def test_process_stops_mid_batch_when_the_transaction_is_due(kafka):
+    import time
+
+    def slow(row, state):
+        time.sleep(0.003)
+        return row.value
+
+    stats = task(config(commit_interval_ms=1), slow).run([rows(range(4))])
+    assert kafka.offset_commits == [1, 2, 3, 4], "each row outlasted commit_interval_ms: one transaction each"
+    assert stats.transactions == 4
+
+
+def test_rows_out_of_order_fail_the_partition_before_anything_of_that_run_commits(kafka):
+    batch = pa.concat_batches([rows(range(3)), rows([7, 5])])
+    with pytest.raises(eos.InputOrderError, match="strictly increasing"):
+        list(run_partition(Job(config(commit_every=2), 7, LAYOUT), iter([batch])))
+    assert kafka.outputs == [] and kafka.offsets == {}

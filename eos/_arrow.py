@@ -1,0 +1,258 @@
+"""Arrow record batches on the executors: the runs of one input topic-partition a task receives, and
+the output columns eos produces from them.
+
+`tp_runs` cuts the stream of batches `mapInArrow` hands a task into runs of one input topic-partition
+and checks that each topic-partition is one run in offset order (the driver's grouping promises it;
+a broken promise raises `InputOrderError` before anything of that run is produced). `Outputs` is what
+the producer writes: the pass-through columns of a run (`passthrough`), or what a `process_batch`
+function returned (`batch_outputs`, which validates it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eos.errors import InputOrderError, ProcessError
+
+
+@attrs.frozen
+class Layout:
+    """Names of the batch's columns that eos reads: the input coordinates, and for pass-through
+    batches the output columns (`value`, `key`, `headers`, and the configured topic/partition columns)."""
+
+    topic: str = "topic"
+    partition: str = "partition"
+    offset: str = "offset"
+    value: str | None = None
+    key: str | None = None
+    headers: str | None = None
+    out_topic: str | None = None
+    out_partition: str | None = None
+
+
+def tp_runs(
+    batches: Iterable[pa.RecordBatch], layout: Layout
+) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
+    """((topic, partition), run) for each maximal run of rows of one input topic-partition, in order.
+
+    Each topic-partition must appear as one run with strictly increasing offsets; otherwise
+    `InputOrderError` is raised, naming it, before the offending run is yielded.
+    """
+    done: set[tuple[str, int]] = set()
+    current: tuple[str, int] | None = None
+    last_offset = -1
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        topics = batch.column(layout.topic)
+        partitions = batch.column(layout.partition)
+        for start, end in _boundaries(topics, partitions):
+            run = batch.slice(start, end - start)
+            tp = (topics[start].as_py(), partitions[start].as_py())
+            offsets = run.column(layout.offset)
+            if tp != current:
+                if tp in done:
+                    raise InputOrderError(
+                        f"input partition {tp[0]}/{tp[1]} reached this task as two separate runs"
+                        f" (again at offset {offsets[0].as_py()}): its rows were not grouped into one"
+                        " sorted run. Nothing of this run was written.",
+                        topic=tp[0],
+                        partition=tp[1],
+                        offset=offsets[0].as_py(),
+                    )
+                if current is not None:
+                    done.add(current)
+                current, last_offset = tp, -1
+            _check_increasing(offsets, last_offset, tp)
+            last_offset = offsets[len(offsets) - 1].as_py()
+            yield tp, run
+
+
+def _boundaries(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
+    """[start, end) of each run of equal (topic, partition) in one batch."""
+    n = len(topics)
+    first_t, first_p = topics[0], partitions[0]
+    if pc.all(pc.equal(partitions, first_p)).as_py() and pc.all(pc.equal(topics, first_t)).as_py():
+        return [(0, n)]  # the common case: the whole batch is one topic-partition
+    ts, ps = topics.to_pylist(), partitions.to_pylist()
+    out, start = [], 0
+    for i in range(1, n):
+        if ps[i] != ps[start] or ts[i] != ts[start]:
+            out.append((start, i))
+            start = i
+    out.append((start, n))
+    return out
+
+
+def _check_increasing(offsets: pa.Array, after: int, tp: tuple[str, int]) -> None:
+    n = len(offsets)
+    first = offsets[0].as_py()
+    ordered = first > after and (n < 2 or pc.all(pc.less(offsets.slice(0, n - 1), offsets.slice(1))).as_py())
+    if not ordered:
+        raise InputOrderError(
+            f"the rows of input partition {tp[0]}/{tp[1]} are not in strictly increasing offset order"
+            f" (near offset {first}). Nothing of this run was written.",
+            topic=tp[0],
+            partition=tp[1],
+            offset=first,
+        )
+
+
+def first_offset(run: pa.RecordBatch, layout: Layout) -> int:
+    return run.column(layout.offset)[0].as_py()
+
+
+def last_offset(run: pa.RecordBatch, layout: Layout) -> int:
+    return run.column(layout.offset)[run.num_rows - 1].as_py()
+
+
+def below(run: pa.RecordBatch, layout: Layout, committed: int | None) -> int:
+    """How many leading rows of `run` (sorted by offset) lie below the committed offset."""
+    if committed is None or run.num_rows == 0:
+        return 0
+    offsets = run.column(layout.offset)
+    if offsets[0].as_py() >= committed:
+        return 0
+    if offsets[run.num_rows - 1].as_py() < committed:
+        return run.num_rows
+    return pc.sum(pc.less(offsets, committed)).as_py()
+
+
+# -- what the producer writes -------------------------------------------------------------------------
+
+
+@attrs.define
+class Outputs:
+    """Output records as columns of Python values, and the input record each one came from.
+
+    `topic` is one topic for every record or one per record (None: the default topic). `offsets` names
+    each record's input offset; without it every record comes from `first`..`last` (a process_batch call).
+    """
+
+    values: list[Any]
+    topic: str | list[str | None] | None
+    keys: list[Any] | None = None
+    headers: list[Any] | None = None
+    partitions: list[int | None] | None = None
+    offsets: pa.Array | None = None
+    first: int = -1
+    last: int = -1
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def offset_of(self, i: int) -> int:
+        return self.offsets[i].as_py() if self.offsets is not None else self.first
+
+    def origin(self, i: int) -> str:
+        """How an error names the input of output record i, beyond the offset RecordError gives."""
+        if self.offsets is not None or self.first == self.last:
+            return ""
+        return f" (an output of process_batch over input offsets {self.first}-{self.last})"
+
+
+def passthrough(run: pa.RecordBatch, layout: Layout, default_topic: str | None) -> Outputs:
+    """A pass-through run's output columns: `value`, `key`, `headers` as Spark's Kafka sink reads them."""
+    return Outputs(
+        values=run.column(layout.value).to_pylist(),
+        topic=run.column(layout.out_topic).to_pylist() if layout.out_topic else default_topic,
+        keys=run.column(layout.key).to_pylist() if layout.key else None,
+        headers=headers_of(run.column(layout.headers)) if layout.headers else None,
+        partitions=run.column(layout.out_partition).to_pylist() if layout.out_partition else None,
+        offsets=run.column(layout.offset),
+    )
+
+
+def headers_of(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
+    """Spark's `array<struct<key:string,value:binary>>` as the (key, value) lists a producer takes."""
+    return [[(h["key"], h["value"]) for h in hs] if hs else None for hs in column.to_pylist()]
+
+
+# -- process_batch ---------------------------------------------------------------------------------------
+
+OUTPUT_FIELDS = ("value", "key", "headers", "topic", "partition")
+_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
+_KINDS = {
+    "value": ("binary or string", _BYTES),
+    "key": ("binary or string", _BYTES),
+    "topic": ("string", (pa.types.is_string, pa.types.is_large_string)),
+    "partition": ("integer", (pa.types.is_integer,)),
+}
+
+
+def batch_outputs(
+    result: Any, *, default_topic: str | None, topic: str, partition: int, first: int, last: int
+) -> Outputs:
+    """Validate what a `process_batch` call over input offsets first..last returned; its columns.
+
+    The output columns are `eos.Output`'s fields: `value` (required), `key`, `headers`, `topic`,
+    `partition`. Anything else raises ProcessError naming the first input record of the call.
+    """
+
+    def refuse(message: str) -> ProcessError:
+        return ProcessError(
+            f"process_batch over input offsets {first}-{last}: {message}",
+            topic=topic,
+            partition=partition,
+            offset=first,
+        )
+
+    if result is None:
+        return Outputs(values=[], topic=default_topic, first=first, last=last)
+    if not isinstance(result, pa.RecordBatch | pa.Table):
+        raise refuse(f"returned a {type(result).__name__}, not a pyarrow RecordBatch or Table")
+    names = result.schema.names
+    unknown = [n for n in names if n not in OUTPUT_FIELDS]
+    if unknown:
+        raise refuse(
+            f"output has columns {unknown} that are not output fields {list(OUTPUT_FIELDS)}"
+            " (the input coordinates 'topic'/'partition' would route the output: select output columns only)"
+        )
+    if len(set(names)) != len(names):
+        raise refuse(f"output has repeated column names {names}")
+    if "value" not in names:
+        raise refuse(f"output has no 'value' column; its columns are {names}")
+    for name in names:
+        column_type = result.schema.field(name).type
+        if pa.types.is_null(column_type):
+            continue  # all nulls: tombstones, the default topic, the partitioner
+        if name == "headers":
+            if not _is_headers(column_type):
+                expected = "list<struct<key: string, value: binary>>"
+                raise refuse(f"column 'headers' has type {column_type}, expected {expected}")
+            continue
+        what, checks = _KINDS[name]
+        if not any(check(column_type) for check in checks):
+            raise refuse(f"column {name!r} has type {column_type}, expected {what}")
+
+    def column(name: str) -> list[Any] | None:
+        return result.column(name).to_pylist() if name in names else None
+
+    topics = column("topic")
+    if topics is not None and default_topic is None and None in topics:
+        raise refuse(f"output row {topics.index(None)} has no topic and no output_topic is configured")
+    return Outputs(
+        values=column("value"),
+        topic=topics if topics is not None else default_topic,
+        keys=column("key"),
+        headers=headers_of(result.column("headers")) if "headers" in names else None,
+        partitions=column("partition"),
+        first=first,
+        last=last,
+    )
+
+
+def _is_headers(t: pa.DataType) -> bool:
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_struct(t.value_type):
+        return False
+    fields = {f.name: f.type for f in t.value_type}
+    return (
+        set(fields) == {"key", "value"}
+        and any(check(fields["key"]) for check in (pa.types.is_string, pa.types.is_large_string))
+        and any(check(fields["value"]) for check in _BYTES)
+    )
