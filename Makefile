@@ -19,7 +19,7 @@ setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
 $(PY_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,connect]'
 	touch $@
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
@@ -75,7 +75,7 @@ export $(BENCH_VARS)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,connect,bench]'
 	touch $@
 
 bench: setup $(BENCH_STAMP)

@@ -5,51 +5,113 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eos import _offsets
 from eos._cache import spark_jars_dir
 from eos._clients import spark_source_options
+from eos._localbroker import free_port
 from eos._log import get_logger
 from eos.config import Config
 
 #: `local[*]` with up to 4 attempts per task, as a cluster has by default (plain `local[*]` has 1).
 DEFAULT_MASTER = "local[*, 4]"
+_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
 
-def spark_session(app_name: str = "eos", master: str | None = None, conf: Mapping[str, str] | None = None):
-    """A local SparkSession with Spark's Kafka connector on `spark.jars`.
+def spark_session(
+    app_name: str = "eos",
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
+):
+    """A SparkSession with Spark's Kafka connector: classic, or Spark Connect with `remote`.
 
-    The jars come from `make setup` (`$EOS_CACHE/spark-jars`); without them, Spark resolves the
-    connector from Maven itself (`spark.jars.packages`). On a cluster, keep using `--packages`.
+    - `spark_session()`: a local classic session (`EOS_SPARK_MASTER` or `local[*, 4]`).
+    - `spark_session(remote="local")` (or `"local[2]"`, ...): starts a Spark Connect server from the
+      PySpark install, in this process's JVM, and returns a Connect session to it.
+    - `spark_session(remote="sc://host:port")`: a Connect session to a running server (which must have
+      the connector and eos installed, see README). `SPARK_REMOTE` in the environment works as `remote`.
+
+    The connector jars come from `make setup` (`$EOS_CACHE/spark-jars`); without them, Spark resolves
+    the connector from Maven itself (`spark.jars.packages`). On a cluster, keep using `--packages`.
     """
     import pyspark
     from pyspark.sql import SparkSession
 
+    remote = remote or os.environ.get("SPARK_REMOTE")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("EOS_SPARK_MASTER", DEFAULT_MASTER))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.python.worker.reuse", "true")
-    )
+    if remote is not None and not remote.startswith("local"):
+        builder = SparkSession.builder.remote(remote)
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+    settings = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(2 * (os.cpu_count() or 2)),
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        "spark.python.worker.reuse": "true",
+    }
     jars = sorted(spark_jars_dir().glob("*.jar"))
     if jars:
-        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+        settings["spark.jars"] = ",".join(str(j) for j in jars)
     else:
-        builder = builder.config(
-            "spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
-        )
-    for key, value in (conf or {}).items():
+        settings["spark.jars.packages"] = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    master = master or os.environ.get("EOS_SPARK_MASTER", DEFAULT_MASTER)
+    if remote is not None:
+        master = master if remote == "local" else remote
+        return _local_connect(master, {**settings, **(conf or {})})
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def _local_connect(master: str, settings: dict[str, str]):
+    """Start a Spark Connect server in this process's JVM (on a free loopback port, with a token) and
+    return a Connect session to it. The classic session that hosts the server stays the process's
+    active classic session, so `spark_session()` afterwards returns it."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    active = SparkContext._active_spark_context
+    if active is not None and active.getConf().get("spark.plugins", "").find(_CONNECT_PLUGIN) < 0:
+        raise RuntimeError(
+            "a classic SparkSession without the Spark Connect server already runs in this process:"
+            " call eos.spark_session(remote=...) before eos.spark_session(), or stop that session first"
+        )
+    if active is None:
+        port = free_port()
+        token = os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", uuid.uuid4().hex)
+        settings = {
+            **settings,
+            "spark.plugins": _CONNECT_PLUGIN,
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.connect.authenticate.token": token,
+        }
+        builder = SparkSession.builder.master(master)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        remote_env = os.environ.pop("SPARK_REMOTE", None)  # else PySpark's builder goes remote itself
+        try:
+            classic = builder.getOrCreate()
+        finally:
+            if remote_env is not None:
+                os.environ["SPARK_REMOTE"] = remote_env
+        classic.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
+    port = SparkContext._active_spark_context.getConf().get("spark.connect.grpc.binding.port")
+    return ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
 
 
 def starting_offsets(config: Config, topics: Sequence[str]) -> str:

@@ -2,19 +2,33 @@
 
     python examples/pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
+                                [--stateful | --stateful-batch] [--remote local|sc://host:port]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
-at_least_once, as in Kafka Streams), so a deployment switches it with no code change. Each batch's
-summary is appended to --summaries as one JSON line. `make demo` and the integration tests run this
+at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
+emits a running count per key with `process` (one row at a time), `--stateful-batch` the same with
+`process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
+Connect. Each batch's summary is appended to --summaries as one JSON line (through `on_batch`, which
+also works where the sink runs on a Connect server). `make demo` and the integration tests run this
 file as their driver process, so they can SIGKILL it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from functools import partial
+
+import attrs
 
 import eos
-from eos.testing import append_summary, count_per_key
+from eos.testing import append_summary, count_per_key, count_per_key_batch
+
+
+def append_commit(path: str, commit: eos.Commit) -> None:
+    """`on_commit`, on the executors: one JSON line per committed transaction of an input partition."""
+    with open(path, "a") as f:
+        f.write(json.dumps(attrs.asdict(commit)) + "\n")
 
 
 def main() -> None:
@@ -28,7 +42,10 @@ def main() -> None:
     parser.add_argument("--min-partitions", type=int, default=0)
     parser.add_argument("--commit-every", type=int, default=10_000)
     parser.add_argument("--summaries")
+    parser.add_argument("--commits", help="append every committed transaction (eos.Commit) as a JSON line")
     parser.add_argument("--stateful", action="store_true", help="emit a running count per key")
+    parser.add_argument("--stateful-batch", action="store_true", help="the same count with process_batch")
+    parser.add_argument("--remote", help="Spark Connect: 'local' starts a server here, or sc://host:port")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -37,22 +54,27 @@ def main() -> None:
         output_topic=args.output,
         commit_every=args.commit_every,
     )
-    spark = eos.spark_session(f"pipeline-{args.app_id}")
+    spark = eos.spark_session(f"pipeline-{args.app_id}", remote=args.remote)
     options = {}
     if args.max_offsets:
         options["maxOffsetsPerTrigger"] = args.max_offsets
     if args.min_partitions:
         options["minPartitions"] = args.min_partitions
     df = eos.read_stream(spark, config, [args.input], **options)
-    sink = eos.sink(config, count_per_key, stores={"counts": "json"}) if args.stateful else eos.sink(config)
-
-    def write(batch_df, batch_id):
-        sink(batch_df, batch_id)
-        if args.summaries:
-            append_summary(args.summaries, sink.last)
+    stores = {"counts": "json"}
+    hooks = {
+        "on_batch": partial(append_summary, args.summaries) if args.summaries else None,
+        "on_commit": partial(append_commit, args.commits) if args.commits else None,
+    }
+    if args.stateful:
+        sink = eos.sink(config, count_per_key, stores=stores, **hooks)
+    elif args.stateful_batch:
+        sink = eos.sink(config, process_batch=count_per_key_batch, stores=stores, **hooks)
+    else:
+        sink = eos.sink(config, **hooks)
 
     query = (
-        df.writeStream.foreachBatch(write)
+        df.writeStream.foreachBatch(sink)
         .option("checkpointLocation", args.checkpoint)
         .trigger(availableNow=True)
         .start()

@@ -29,9 +29,11 @@ def _local_state(state_dir: Path, app_id: str, source: str) -> dict[tuple[int, b
     return state
 
 
-def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode):
+def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processing="rows", remote=None):
     """Two runs over the same input topic: the first with every crash point and an injected abort,
-    the second after the local state directory was deleted and more input arrived."""
+    the second after the local state directory was deleted and more input arrived. `processing`:
+    "rows" counts with `process` one row at a time, "batch" with `process_batch` per Arrow batch;
+    `remote="local"` runs the pipeline through Spark Connect."""
     source, output, sent = seed(bootstrap, names, PER_RUN, PARTITIONS)
     app_id, state_dir, once = names("app"), tmp_path / "state", tmp_path / "once"
     once.mkdir()
@@ -46,7 +48,13 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode):
         "EOS_SPARK_MASTER": "local[2, 12]",
     }
     summaries = tmp_path / "summaries.jsonl"
-    flags = {"max_offsets": 4_000, "commit_every": 1_500, "stateful": True}
+    flags = {
+        "max_offsets": 4_000,
+        "commit_every": 1_500,
+        "stateful" if processing == "rows" else "stateful_batch": True,
+    }
+    if remote:
+        flags["remote"] = remote
     finish(start_pipeline(bootstrap, app_id, source, output, tmp_path / "ckpt", summaries, env, **flags))
 
     shutil.rmtree(state_dir)  # the host lost its local state between runs
@@ -71,10 +79,25 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode):
     }
 
 
-@pytest.mark.parametrize("state_mode", ["transactional", "wipe"])
-def test_stateful_exactly_once_survives_kills_abort_and_lost_state(bootstrap, names, tmp_path, state_mode):
-    out = _run_with_faults(bootstrap, names, tmp_path, "exactly_once", state_mode)
-    print(f"exactly_once/{state_mode}: faults {out['faults']}, restored {out['restored']}, {out['result']}")
+# Every state mode, Spark API and processing style, each pair of them at least once (4 runs, not 8).
+@pytest.mark.parametrize(
+    ("state_mode", "api", "processing"),
+    [
+        ("transactional", "classic", "rows"),
+        ("wipe", "classic", "batch"),
+        ("transactional", "connect", "batch"),
+        ("wipe", "connect", "rows"),
+    ],
+)
+def test_stateful_exactly_once_survives_kills_abort_and_lost_state(
+    bootstrap, names, tmp_path, state_mode, api, processing
+):
+    remote = "local" if api == "connect" else None
+    out = _run_with_faults(bootstrap, names, tmp_path, "exactly_once", state_mode, processing, remote)
+    print(
+        f"exactly_once/{state_mode}/{api}/{processing}: faults {out['faults']}, restored {out['restored']},"
+        f" {out['result']}"
+    )
     assert out["faults"] == sorted(["aborted-before_commit"] + [f"crashed-{p}" for p in FAULTS.split(",")]), (
         "every fault must really have happened"
     )
@@ -85,11 +108,13 @@ def test_stateful_exactly_once_survives_kills_abort_and_lost_state(bootstrap, na
     assert out["restored"] > 0  # the deleted state directory was rebuilt from the changelog
 
 
-def test_stateful_at_least_once_counts_what_differs(bootstrap, names, tmp_path):
-    out = _run_with_faults(bootstrap, names, tmp_path, "at_least_once", "transactional")
+@pytest.mark.parametrize("processing", ["rows", "batch"])
+def test_stateful_at_least_once_counts_what_differs(bootstrap, names, tmp_path, processing):
+    out = _run_with_faults(bootstrap, names, tmp_path, "at_least_once", "transactional", processing)
     r = out["result"]
     print(
-        f"at_least_once under the same faults: duplicated outputs {r.duplicated}, missing {r.missing}, "
+        f"at_least_once/{processing} under the same faults: duplicated outputs {r.duplicated},"
+        f" missing {r.missing}, "
         f"emitted totals differing from the recomputation {out['count_mismatches']}, "
         f"changelog state mismatches {out['changelog_state_mismatches']}"
     )
