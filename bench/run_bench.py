@@ -44,7 +44,8 @@ from eos._localbroker import LocalBroker, free_port  # noqa: E402
 PARTITIONS = 4
 VALUE_BYTES = 100
 KEYS = 10_000
-COMMIT_EVERY = 10_000
+#: eos's default, for the eos rows and the plain transactional loop alike
+COMMIT_EVERY = attrs.fields(eos.Config).commit_every.default
 
 
 def log(msg: str) -> None:

@@ -158,11 +158,14 @@ class Outputs:
 
 def passthrough(run: pa.RecordBatch, layout: Layout, default_topic: str | None) -> Outputs:
     """A pass-through run's output columns: `value`, `key`, `headers` as Spark's Kafka sink reads them."""
+    headers = run.column(layout.headers) if layout.headers else None
+    if headers is not None and not pc.sum(pc.list_value_length(headers)).as_py():
+        headers = None  # no record has a header: the producer's fastest loop takes no headers
     return Outputs(
         values=run.column(layout.value).to_pylist(),
         topic=run.column(layout.out_topic).to_pylist() if layout.out_topic else default_topic,
         keys=run.column(layout.key).to_pylist() if layout.key else None,
-        headers=headers_of(run.column(layout.headers)) if layout.headers else None,
+        headers=headers_of(headers) if headers is not None else None,
         partitions=run.column(layout.out_partition).to_pylist() if layout.out_partition else None,
         offsets=run.column(layout.offset),
     )

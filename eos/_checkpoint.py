@@ -53,6 +53,8 @@ class Checkpoint:
         self.last_offset: int | None = None
         self.records = 0
         self.outputs = 0
+        #: bytes of the input this transaction holds for a redo (Arrow)
+        self.input_bytes = 0
         if config.exactly_once:
             producer.begin_transaction(log)
 
@@ -66,6 +68,7 @@ class Checkpoint:
     def due(self) -> bool:
         return (
             self.records >= self.config.commit_every
+            or self.input_bytes >= self.config.commit_max_bytes
             or (time.monotonic() - self.started) * 1000 >= self.config.commit_interval_ms
             or (self.state is not None and self.state.pending_keys() >= self.config.state_buffer_max_keys)
         )

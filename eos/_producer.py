@@ -289,15 +289,18 @@ class OutputProducer:
     def _call(self, what: str, fn, log) -> None:
         retry_call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
 
-    def init_transactions(self, log=None) -> None:
-        if self.config.output_topic is not None:
-            # Metadata first: a fresh producer that looks for its transaction coordinator before it has a
-            # broker connection waits for librdkafka's 500 ms coordinator-query timer (seen in 1 of 8
-            # inits here); after a metadata round trip init_transactions takes ~55 ms.
-            try:
-                self._producer.list_topics(self.config.output_topic, timeout=self._timeout_s)
-            except KafkaException:
-                pass  # init_transactions reports whatever is wrong with the cluster
+    def init_transactions(self, log=None, known_topic: str | None = None) -> None:
+        """Fence older incarnations. `known_topic` (one that exists: the input topic) is looked up twice
+        first: a fresh producer that starts looking for its transaction coordinator before it has a
+        connection to a broker it learnt from metadata waits for librdkafka's 500 ms coordinator-query
+        timer. Measured here: init after one metadata request 2 ms or 504 ms (4 of 8 times 504), after
+        two 2-3 ms (8 of 8); without any, 54 or 504 ms."""
+        if known_topic is not None:
+            for _ in range(2):
+                try:
+                    self._producer.list_topics(known_topic, timeout=self._timeout_s)
+                except KafkaException:
+                    break  # init_transactions reports whatever is wrong with the cluster
         self._call("init_transactions", lambda: self._producer.init_transactions(self._timeout_s), log)
         self.initialized = True
 

@@ -7,8 +7,8 @@ as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `Pa
     3. init_transactions() fences older incarnations and ends their open transaction
        (a producer kept from an earlier task in this worker is already initialised).
     4. Read the group's committed offset (require-stable) and skip rows below it.
-    5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records
-       or `commit_interval_ms`, whichever comes first.
+    5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records,
+       `commit_max_bytes` of input held for a redo, or `commit_interval_ms`, whichever comes first.
     7. Abortable errors: abort, redo the open transaction's rows (at most `max_redo` times).
        A delivery failure of a bulk write is redone once more, record by record, to name the record.
        Record errors (bad output, `process` raising): abort and raise, naming the record.
@@ -19,7 +19,7 @@ as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `Pa
 Rows stay Arrow. They are written a chunk at a time (at most one Arrow batch, and never more than the
 open transaction may still take): pass-through chunks in bulk, `process(row, state)` on row views,
 `process_batch(batch, state)` on the chunk itself. The open transaction's input is kept as Arrow slices
-for a redo, at most `commit_every` rows.
+for a redo: at most `commit_every` rows, and at most one Arrow batch beyond `commit_max_bytes`.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ class PartitionTask:
                 False,
             )
         if self.config.exactly_once and not self.producer.initialized:
-            self.producer.init_transactions(self.log)
+            self.producer.init_transactions(self.log, known_topic=self.topic)
 
     def _read_committed(self) -> None:
         offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)
@@ -282,6 +282,7 @@ class PartitionTask:
         self.checkpoint = self._begin()
         for chunk in self.pending:
             self._write(chunk, may_stop=False)
+            self.checkpoint.input_bytes += chunk.nbytes
 
     def _begin(self) -> Checkpoint:
         return Checkpoint(self.config, self.producer, self.topic, self.partition, self.log, self.state)
@@ -314,7 +315,9 @@ class PartitionTask:
         written = self._write(rest, may_stop=True)
         if self.stats.first_offset is None:
             self.stats.first_offset = _arrow.first_offset(rest, self.layout)
-        self.pending.append(rest.slice(0, written))
+        kept = rest.slice(0, written)
+        self.pending.append(kept)
+        self.checkpoint.input_bytes += kept.nbytes
         return done + written
 
     def _write(self, chunk: pa.RecordBatch, may_stop: bool) -> int:

@@ -7,9 +7,10 @@ for each package directory ever imported from the zip (`pyspark.zip/pyspark/sql`
 the same archive. Measured here: ~180 ms per task with 14 such importers, ~9 ms with only the zips on
 `sys.path`; `make bench` profiles showed it as the largest single cost of a worker.
 
-`trim_import_caches` drops the cached importers of directories inside zip archives that are not
-themselves `sys.path` entries. Nothing is lost: modules already imported stay in `sys.modules`, and
-Python recreates an importer the next time something is imported from that directory.
+`trim_import_caches` drops every cached zipimporter, those of the archives on `sys.path` included
+(keeping those measured ~9 ms per task, 13 % of a worker's samples in an Arrow-path profile). Nothing
+is lost: modules already imported stay in `sys.modules`, and Python recreates an importer the next
+time something is imported from that archive or directory.
 """
 
 from __future__ import annotations
@@ -19,14 +20,9 @@ import zipimport
 
 
 def trim_import_caches() -> int:
-    """Drop zipimporters of in-archive directories from sys.path_importer_cache; returns how many."""
+    """Drop zipimporters from sys.path_importer_cache; returns how many."""
     cache = sys.path_importer_cache
-    on_path = set(sys.path)
-    stale = [
-        path
-        for path, finder in list(cache.items())
-        if isinstance(finder, zipimport.zipimporter) and path not in on_path
-    ]
+    stale = [path for path, finder in list(cache.items()) if isinstance(finder, zipimport.zipimporter)]
     for path in stale:
         cache.pop(path, None)
     return len(stale)

@@ -86,7 +86,9 @@ class Config:
     #: Column holding each output record's partition (else the producer's murmur2 partitioner decides).
     output_partition_column: str | None = None
     #: Commit a partition's transaction after this many input records...
-    commit_every: int = attrs.field(default=10_000, validator=_positive)
+    commit_every: int = attrs.field(default=100_000, validator=_positive)
+    #: ...or once the input it holds for a redo takes this many bytes (Arrow, in the task's memory)...
+    commit_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive)
     #: ...or once it has been open this long, whichever comes first.
     commit_interval_ms: int = attrs.field(default=30_000, validator=_positive)
     transaction_timeout_ms: int = attrs.field(default=60_000, validator=_positive)

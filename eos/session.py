@@ -130,9 +130,12 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
 
 
 def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
-    """`spark.readStream` from Kafka with `kafka.isolation.level=read_committed` and headers included.
+    """`spark.readStream` from Kafka with `kafka.isolation.level=read_committed`.
 
-    Extra keyword arguments are Spark Kafka source options (`maxOffsetsPerTrigger`, `minPartitions`, ...).
+    Extra keyword arguments are Spark Kafka source options (`maxOffsetsPerTrigger`, `minPartitions`,
+    `includeHeaders`, ...). Headers are left out unless `includeHeaders="true"`, as in Spark: the
+    `headers` column costs the JVM more than the rest of a row together when rows become Arrow batches
+    (measured: 1.32 cores of JVM time for 91,000 records/s with it, 0.53 for 138,000 without).
     `startingOffsets` applies only when the query's checkpoint is new; Spark resumes from the checkpoint
     otherwise, and eos skips whatever the group has already committed.
     """
@@ -143,7 +146,6 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
         **spark_source_options(config),
         "subscribe": ",".join(topics),
         "startingOffsets": start,
-        "includeHeaders": "true",
         **{k: str(v) for k, v in options.items()},
         "kafka.isolation.level": "read_committed",
     }

@@ -1,5 +1,6 @@
-"""When a transaction must commit: commit_every records, commit_interval_ms of age, or a state
-buffer of state_buffer_max_keys uncommitted keys — whichever comes first (memory stays bounded)."""
+"""When a transaction must commit: commit_every records, commit_max_bytes of input held for a redo,
+commit_interval_ms of age, or a state buffer of state_buffer_max_keys uncommitted keys — whichever comes
+first (memory stays bounded)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,15 @@ def test_due_after_commit_every_records():
         checkpoint.mark(offset, 1, 1)
         assert not checkpoint.due()
     checkpoint.mark(2, 1, 1)
+    assert checkpoint.due()
+
+
+def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
+    checkpoint = Checkpoint(config(commit_max_bytes=1_000), Producer(), "in", 0, log=None)
+    checkpoint.mark(0, 1, 1)
+    checkpoint.input_bytes += 999
+    assert not checkpoint.due()
+    checkpoint.input_bytes += 1
     assert checkpoint.due()
 
 

@@ -169,12 +169,33 @@ def test_get_many_and_put_many_match_one_at_a_time(store, backend):
 def test_get_many_reads_in_as_few_queries_as_sqlite_allows(store, backend, monkeypatch):
     store.put_many({f"k{i}": i for i in range(2_500)})
     backend.commit(1)
-    monkeypatch.setattr(backend, "_max_variables", 1_000)
+    fresh = PartitionStore(backend.directory, "other", backend.transactional)  # nothing read yet
+    fresh.db_path = backend.db_path
+    fresh._connect()
+    monkeypatch.setattr(fresh, "_max_variables", 1_000)
+    queries = []
+    fresh._db.set_trace_callback(queries.append)
+    wanted = [f"k{i}" for i in range(2_500)] + ["absent"]
+    assert Store("counts", StoreSpec(), fresh).get_many(wanted) == list(range(2_500)) + [None]
+    assert len([q for q in queries if q.startswith("SELECT")]) == 3  # 2,501 keys, 1,000 per query
+    fresh._db.close()
+
+
+def test_committed_values_are_read_from_sqlite_once_per_task(store, backend):
+    store.put_many({"a": 1, "gone": 2})
+    backend.commit(1)
+    store.delete("gone")
+    backend.commit(2)
     queries = []
     backend._db.set_trace_callback(queries.append)
-    wanted = [f"k{i}" for i in range(0, 2_500, 1)] + ["absent"]
-    assert store.get_many(wanted) == list(range(2_500)) + [None]
-    assert len([q for q in queries if q.startswith("SELECT")]) == 3  # 2,501 keys, 1,000 per query
+    for _ in range(3):
+        assert (store.get("a"), store.get("gone"), store.get("never")) == (1, None, None)
+        assert store.get_many(["a", "gone", "never"]) == [1, None, None]
+    assert len([q for q in queries if q.startswith("SELECT")]) == 1, "only the never-written key was read"
+    backend.wipe()  # a wipe (or a restore) forgets what was read
+    assert store.get("a") is None
+    backend.apply_restored([(b"a", b"7")], 5)
+    assert store.get("a") == 7
 
 
 def test_falsy_values_are_present(store):

@@ -92,7 +92,8 @@ class FakeProducer:
         if callable(action):
             action()
 
-    def init_transactions(self, log=None) -> None:
+    def init_transactions(self, log=None, known_topic=None) -> None:
+        assert known_topic == IN or known_topic in ("a", "b"), "metadata of the input topic warms it up"
         self._step("init")
         self.initialized = True
 
@@ -571,6 +572,24 @@ def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_
 def test_no_transaction_takes_more_than_commit_every_rows_of_a_large_batch(kafka):
     stats = run(config(commit_every=10), range(25))
     assert kafka.offset_commits == [10, 20, 25]
+    assert stats.transactions == 3
+
+
+def test_large_records_commit_by_bytes_before_commit_every(kafka):
+    """Rows of ~1 KB: a 3 KB bound commits every few rows, whatever commit_every says; so the input
+    a transaction holds for a redo stays bounded by bytes too."""
+    big = pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array([IN] * 12, pa.string()),
+            "partition": pa.array([0] * 12, pa.int32()),
+            "offset": pa.array(range(12), pa.int64()),
+            "value": pa.array([b"x" * 1_000] * 12, pa.binary()),
+        }
+    )
+    cfg = config(commit_every=100_000, commit_max_bytes=3_000)
+    chunks = [big.slice(i, 2) for i in range(0, 12, 2)]  # Arrow batches of 2 rows
+    stats = task(cfg).run(chunks)
+    assert kafka.offset_commits == [4, 8, 12]
     assert stats.transactions == 3
 
 
