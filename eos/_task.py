@@ -9,8 +9,8 @@ as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `Pa
     4. Read the group's committed offset (require-stable) and skip rows below it.
     5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records,
        `commit_max_bytes` of input held for a redo, or `commit_interval_ms`, whichever comes first.
-    7. Abortable errors: abort, redo the open transaction's rows (at most `max_redo` times).
-       A delivery failure of a bulk write is redone once more, record by record, to name the record.
+    7. Abortable errors: abort, redo the open transaction's rows record by record (which names a
+       record whose delivery failed), at most `max_redo` times beyond the first redo.
        Record errors (bad output, `process` raising): abort and raise, naming the record.
        Fatal errors: close the producer and raise; this attempt is a zombie. One exception: a producer
        kept from an earlier task that turns out fenced before this task committed anything was only
@@ -230,22 +230,21 @@ class PartitionTask:
                 elif self.checkpoint is None:
                     self.checkpoint = self._begin()
                 return action()
-            except DeliveryFailedError as exc:
-                self._abort(exc)
-                if self.producer.exact:
-                    raise  # the record-by-record redo names failures itself; this is not one of them
-                # Which record failed is not known in a bulk write: redo record by record to name it.
-                self.producer.exact = True
-                self.stats.redos += 1
-                self.log.warning("redoing transaction record by record", rows=self._pending_rows())
-                replay = True
             except TransactionAbortableError as exc:
                 self._abort(exc)
-                if redos >= self.config.max_redo:
+                if not self.producer.exact:
+                    # A bulk write does not know which record a failed delivery came from (exactly_once
+                    # learns of it only from the commit): redo record by record, which names it. This
+                    # redo does not count against max_redo.
+                    self.producer.exact = True
+                elif redos >= self.config.max_redo or isinstance(exc, DeliveryFailedError):
                     raise
-                redos += 1
+                else:
+                    redos += 1
                 self.stats.redos += 1
-                self.log.warning("redoing transaction", attempt=redos, rows=self._pending_rows())
+                self.log.warning(
+                    "redoing transaction record by record", attempt=redos, rows=self._pending_rows()
+                )
                 replay = True
             except RecordError as exc:
                 try:
@@ -398,6 +397,7 @@ class PartitionTask:
             self.checkpoint = None
             return
         seconds = self.checkpoint.commit()
+        self.producer.exact = False  # a record-by-record redo lasts one transaction
         self.stats.transactions += 1
         self.stats.records_out += self.checkpoint.outputs
         self.stats.commit_seconds_total += seconds

@@ -53,11 +53,25 @@ class StrSerde:
 
 
 class JsonSerde:
+    """Compact JSON with sorted keys. Integers (a count, a sum) take a fast path: json.dumps and
+    json.loads cost ~2 us each per call, a third of a stateful row's time in a `make bench` profile;
+    the bytes are the same JSON either way."""
+
     def dumps(self, obj: Any) -> bytes:
+        if type(obj) is int:
+            return b"%d" % obj
         return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
     def loads(self, data: bytes) -> Any:
+        if data[:1] in _INT_START:
+            try:
+                return int(data)
+            except ValueError:
+                pass  # a float or an exponent: JSON decides
         return json.loads(data)
+
+
+_INT_START = frozenset(b"-0123456789"[i : i + 1] for i in range(11))
 
 
 SERDES: dict[str, Serde] = {"bytes": BytesSerde(), "str": StrSerde(), "json": JsonSerde()}

@@ -143,3 +143,29 @@ def _offsets_metadata(config):
     from eos import _offsets
 
     return _offsets.group_metadata(config)
+
+
+def test_input_headers_reach_the_output_when_read(spark, bootstrap, names, checkpoint_dir):
+    """includeHeaders="true": the headers column goes through the sink's record-by-record loop
+    (headers, repeated keys, null values and empty lists) and every record keeps its own."""
+    from confluent_kafka import Producer
+
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    expected = {}
+    for i in range(200):
+        headers = [("trace", b"t%d" % i), ("trace", b"again"), ("empty", None)] if i % 3 else []
+        value = b"v%d" % i
+        producer.produce(source, value, partition=i % 2, headers=headers or None)
+        expected[value] = [(k, v) for k, v in headers]
+    assert producer.flush(30) == 0
+    config = _config(bootstrap, names, output, "exactly_once")
+
+    run_query(spark, config, [source], checkpoint_dir, includeHeaders="true")
+
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert hanging == []
+    got = {r.value: list(r.headers) for r in records}
+    assert got == expected

@@ -95,11 +95,13 @@ class QueueingProducer:
         self.fail: dict[bytes, KafkaError] = {}  # value -> error in the delivery report
         self.full: set[bytes] = set()  # values whose first produce() finds the queue full
         self.produce_calls = 0
+        self.callbacks: list = []
 
     def produce(
         self, topic, value, key=None, partition=-1, callback=None, on_delivery=None, timestamp=0, headers=None
     ):
         self.produce_calls += 1
+        self.callbacks.append(callback)
         if value in self.full:
             self.full.discard(value)
             raise BufferError("Local: Queue full")
@@ -112,23 +114,21 @@ class QueueingProducer:
             err = self.fail.get(value)
             if err is None:
                 self.delivered.append((topic, value, key, partition, headers))
-            callback(err, FakeMessage(topic, max(partition, 0), -1 if err else len(self.delivered) - 1))
+            if callback is not None:
+                callback(err, FakeMessage(topic, max(partition, 0), -1 if err else len(self.delivered) - 1))
         self.queued = []
         return 0
 
     flush = poll
 
 
-def _bulk(monkeypatch, **config) -> tuple[_producer.OutputProducer, QueueingProducer]:
+def _bulk(monkeypatch, guarantee="exactly_once") -> tuple[_producer.OutputProducer, QueueingProducer]:
     monkeypatch.setattr(_producer, "Producer", QueueingProducer)
     config = Config(
-        bootstrap_servers="127.0.0.1:1",
-        app_id="app",
-        output_topic="out",
-        processing_guarantee="exactly_once",
-        **config,
+        bootstrap_servers="127.0.0.1:1", app_id="app", output_topic="out", processing_guarantee=guarantee
     )
-    producer = _producer.OutputProducer(config, config.transactional_id("in", 0))
+    tid = config.transactional_id("in", 0) if config.exactly_once else None
+    producer = _producer.OutputProducer(config, tid)
     producer._known_topics.update({"out", "other"})
     return producer, producer._producer
 
@@ -150,16 +150,30 @@ def test_bulk_write_refused_at_once_names_that_record(monkeypatch):
     assert "'out' refused" in str(info.value)
 
 
-def test_bulk_delivery_failure_is_found_by_the_exact_redo(monkeypatch):
+def test_exactly_once_bulk_writes_pass_no_delivery_callback(monkeypatch):
+    """A failed delivery fails the transaction's commit (librdkafka); the flush has nothing to report."""
     producer, fake = _bulk(monkeypatch)
     fake.fail[b"c"] = TOO_LARGE
     assert producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
-    with pytest.raises(DeliveryFailedError) as info:  # the fast path does not know which record it was
+    assert fake.callbacks == [None] * 4
+    producer.flush_and_check("in", 0)
+
+
+def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(monkeypatch):
+    producer, fake = _bulk(monkeypatch, "at_least_once")
+    fake.fail[b"c"] = TOO_LARGE
+    producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+    with pytest.raises(DeliveryFailedError) as info:
         producer.flush_and_check("in", 0)
     assert isinstance(info.value, TransactionAbortableError)
     assert info.value.kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
-    producer.exact = True  # what the task does before redoing the transaction
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_the_record_by_record_redo_names_the_refused_record(monkeypatch, guarantee):
+    producer, fake = _bulk(monkeypatch, guarantee)
+    fake.fail[b"c"] = TOO_LARGE
+    producer.exact = True  # what the task sets before redoing the transaction
     producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
     with pytest.raises(ProduceError) as info:
         producer.flush_and_check("in", 0)
@@ -179,7 +193,7 @@ def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(monkey
 
 def test_fenced_delivery_is_a_fenced_error_in_either_mode(monkeypatch):
     for exact in (False, True):
-        producer, fake = _bulk(monkeypatch)
+        producer, fake = _bulk(monkeypatch, "at_least_once" if not exact else "exactly_once")
         producer.exact = exact
         fake.fail[b"a"] = KafkaError(KafkaError._FENCED, "fenced")
         producer.produce_outputs(_outputs([b"a"]), "in", 0)

@@ -51,6 +51,17 @@ def test_json_serde_round_trip(value):
     assert serde.loads(serde.dumps(value)) == value
 
 
+@pytest.mark.parametrize("value", [0, -7, 2**70, 1.5, -2.5e-3, 1e20, True, False, "12", "-", None])
+def test_json_serde_fast_path_for_integers_writes_and_reads_the_same_json(value):
+    import json
+
+    serde = JsonSerde()
+    data = serde.dumps(value)
+    assert data == json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+    back = serde.loads(data)
+    assert back == value and type(back) is type(value)
+
+
 def test_json_serde_is_compact_and_key_order_independent():
     serde = JsonSerde()
     assert serde.dumps({"b": 1, "a": [1, 2]}) == b'{"a":[1,2],"b":1}'

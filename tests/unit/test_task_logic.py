@@ -143,7 +143,6 @@ class FakeProducer:
         self.kafka.offsets.update(self.open_offsets)
         self.kafka.offset_commits.extend(self.open_offsets.values())
         self.open, self.open_offsets, self.in_transaction = [], {}, False
-        self.exact = False
 
     def abort_transaction(self, log=None) -> None:
         self._step("abort")
@@ -364,7 +363,9 @@ def test_redo_is_bounded(kafka):
         t.run([rows(range(4))])
     assert kafka.values() == [value(0), value(1)]  # the first transaction stays committed
     assert kafka.offsets == {(IN, 0): 2}
-    assert (t.stats.aborted, t.stats.redos) == (3, 2)
+    # the first redo (record by record, to name a failed record) is free; then max_redo more
+    assert (t.stats.aborted, t.stats.redos) == (4, 3)
+    assert producer.exact_rows == [2, 3] * 3, "every redo is record by record"
     assert kafka.discarded == [producer]
     assert kafka.released == []
 
@@ -567,6 +568,18 @@ def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_
     assert kafka.values() == [value(o) for o in range(6)]
     assert producer.exact_rows == [0, 1, 2]
     assert (stats.aborted, stats.redos, stats.transactions) == (1, 1, 2)
+
+
+def test_at_least_once_redo_record_by_record_lasts_one_transaction_too(kafka):
+    cfg = config(processing_guarantee="at_least_once", commit_every=3)
+    kafka.kept = producer = FakeProducer(kafka, None, initialized=True)
+    producer.fail["flush"] = [eos.DeliveryFailedError("delivery failed")]
+    stats = run(cfg, range(6))
+    assert producer.exact_rows == [0, 1, 2], "only the failed transaction is redone record by record"
+    assert kafka.offset_commits == [3, 6]
+    # at_least_once has no transaction to abort: what was delivered before the failure is written again
+    assert kafka.values() == [value(o) for o in (0, 1, 2, 0, 1, 2, 3, 4, 5)]
+    assert stats.redos == 1
 
 
 def test_no_transaction_takes_more_than_commit_every_rows_of_a_large_batch(kafka):
