@@ -1,5 +1,6 @@
-"""The pipeline as its own driver process: a guarantee switched by environment alone, a Python worker
-killed between produce and offset commit (F2), and the whole driver SIGKILLed mid-stream."""
+"""The pipeline as its own driver process: a guarantee switched by environment alone, the whole driver
+SIGKILLed mid-stream (with a Python worker killed between produce and offsets, F2), broker restarts (F7)
+and a paused zombie (F8)."""
 
 from __future__ import annotations
 
@@ -63,49 +64,21 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
     assert seen["exactly_once"][1] > 2_000 + PARTITIONS
 
 
-@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
-def test_worker_killed_after_produce_before_offsets(bootstrap, names, tmp_path, guarantee):
-    """F2 for real: the Python worker SIGKILLs itself after its outputs are flushed and before the
-    offsets are sent/committed. Spark retries the task."""
-    source, output, sent = seed(bootstrap, names, 2_500)
-    once = tmp_path / "once"
-    once.mkdir()
-    summaries = tmp_path / "summaries.jsonl"
-    proc = start_pipeline(
-        bootstrap,
-        names("app"),
-        source,
-        output,
-        tmp_path / "ckpt",
-        summaries,
-        env={
-            "EOS_PROCESSING_GUARANTEE": guarantee,
-            "EOS_CRASH_AT": "after_produce",
-            "EOS_CRASH_ONCE_DIR": str(once),
-        },
-        max_offsets=4_000,
-    )
-    finish(proc)
-    assert (once / "crashed-after_produce").exists(), "the crash point never fired"
-
-    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
-    print(f"{guarantee}: worker killed after produce -> {result}")
-    assert result.missing == 0
-    if guarantee == "exactly_once":
-        assert result.exactly_once, result
-    else:
-        assert result.duplicated > 0, "at_least_once re-sends the killed transaction's outputs"
-
-
 @pytest.mark.parametrize("api", ["classic", "connect"])
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
     a batch committed while the batch's other transactions were still being written; every restart
-    re-runs that batch and must skip what was committed."""
+    re-runs that batch and must skip what was committed. On top, one Python worker SIGKILLs itself
+    after its outputs were produced and before the offsets were sent (F2): Spark retries the task."""
     source, output, sent = seed(bootstrap, names, 5_000)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
-    commits = tmp_path / "commits.jsonl"
-    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once"}
+    commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
+    once.mkdir()
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_CRASH_AT": "after_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+    }
     flags = {"max_offsets": 2_000, "commit_every": 100, "commits": commits}
     if api == "connect":
         flags["remote"] = "local"
@@ -130,6 +103,7 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     skipped = sum(s["skipped"] for s in history)
     print(f"{api}: 3 driver kills, {len(history)} batch summaries, skipped on replay {skipped}: {result}")
     assert result.exactly_once, result
+    assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
     assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
     # Spark Connect hides the batch's lineage from the sink, so it always regroups; classic Spark
     # shows that the Kafka source already gave each input partition its own task.
