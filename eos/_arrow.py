@@ -123,6 +123,12 @@ def below(run: pa.RecordBatch, layout: Layout, committed: int | None) -> int:
     return pc.sum(pc.less(offsets, committed)).as_py()
 
 
+def index_of(offsets: pa.Array, offset: int) -> int | None:
+    """The position of `offset` in sorted `offsets`, or None."""
+    found = pc.index(offsets, offset).as_py()
+    return None if found < 0 else found
+
+
 # -- what the producer writes -------------------------------------------------------------------------
 
 

@@ -4,8 +4,8 @@
     0. Produce the state stores' open writes to their changelog topics, inside the transaction.
     1. Flush the producer and check every delivery report. A failed output raises, naming its input
        record; the caller aborts the transaction.
-    2. Send the input offset (last processed + 1) to the transaction, with the group metadata of
-       `app_id`, so the offset commits atomically with the outputs.
+    2. Send the input offset (last processed + 1), stamped as this app's (`_offsets.stamp`), to the
+       transaction, with the group metadata of `app_id`, so the offset commits atomically with the outputs.
     3. Commit the transaction: outputs, changelog records and offset become visible together.
     4. Apply the state writes to the local stores with the changelog offset they reach, and write
        each store's checkpoint file.
@@ -65,6 +65,10 @@ class Checkpoint:
         self.records += records
         self.outputs += outputs
 
+    def age(self) -> float:
+        """Seconds since this transaction began."""
+        return time.monotonic() - self.started
+
     def due(self) -> bool:
         return (
             self.records >= self.config.commit_every
@@ -87,7 +91,7 @@ class Checkpoint:
         if self.config.exactly_once:
             # 2. The input offset joins the transaction.
             self.producer.send_offsets(
-                [TopicPartition(self.topic, self.partition, next_offset)],
+                [TopicPartition(self.topic, self.partition, next_offset, _offsets.stamp(self.config))],
                 _offsets.group_metadata(self.config),
                 self.log,
             )

@@ -159,8 +159,13 @@ class Broker:
         return [] if description is None else [f"{m.client_id}@{m.host}" for m in description.members]
 
     def alter(self, group: str, offsets: dict[TP, int]) -> None:
+        """Set the group's offsets, stamped as set by an operator (`eos._offsets.cli_stamp`), which the
+        app accepts as its own."""
+        metadata = _offsets.cli_stamp(group)
         request = [
-            ConsumerGroupTopicPartitions(group, [KafkaTP(t, p, o) for (t, p), o in sorted(offsets.items())])
+            ConsumerGroupTopicPartitions(
+                group, [KafkaTP(t, p, o, metadata) for (t, p), o in sorted(offsets.items())]
+            )
         ]
         futures = self.admin.alter_consumer_group_offsets(request, request_timeout=self.timeout)
         what = f"changing the offsets of group {group!r}"

@@ -22,8 +22,15 @@ _LIBRDKAFKA_ONLY = frozenset(
         "ssl.ca.location",  # Java needs a truststore: set kafka.ssl.truststore.* in spark options instead
         "ssl.certificate.location",
         "ssl.key.location",
+        "ssl.key.pem",
+        "ssl.certificate.pem",
+        "ssl.ca.pem",
         "sasl.username",  # turned into sasl.jaas.config below
         "sasl.password",
+        "sasl.oauthbearer.config",  # librdkafka's OAUTHBEARER settings: the Java client has no such key
+        "sasl.oauthbearer.client.secret",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.keytab",
     }
 )
 
@@ -41,6 +48,9 @@ def producer_settings(config: Config, transactional_id: str | None) -> dict[str,
         "linger.ms": 5,
         **config.producer,
         "enable.idempotence": True,
+        # A producer's metadata request for a missing topic would create it on a broker with
+        # auto.create.topics.enable=true (Apache's default): a typo in a topic column would make a topic.
+        "allow.auto.create.topics": False,
     }
     if transactional_id is not None:
         settings["transactional.id"] = transactional_id
@@ -142,6 +152,8 @@ def restore_consumer(config: Config) -> Consumer:
                 "enable.partition.eof": True,
                 # A roll-forward is often just the commit marker after the local offset: answer fast.
                 "fetch.wait.max.ms": 10,
+                # An offset that left the changelog mid-restore is an error, never a silent jump to its end.
+                "auto.offset.reset": "error",
             },
         )
     )

@@ -1,4 +1,6 @@
-"""A single-node KRaft Kafka broker run from the official jars, for machines without Docker.
+"""KRaft Kafka brokers run from the official jars, for machines without Docker: one node
+(`LocalBroker`), or a replicated cluster of several on loopback (`LocalCluster`, for `make chaos
+CHAOS_ARGS="--brokers 3"`).
 
 `make broker-up` / `make broker-down` and the integration-test fixture all go through `LocalBroker`,
 so there is one way to start and stop it. `up` is idempotent (a live pid file means "already up");
@@ -25,8 +27,8 @@ from eos._cache import cache_dir, kafka_libs
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:{controller_port}
+node.id={node_id}
+controller.quorum.voters={voters}
 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port}
 controller.listener.names=CONTROLLER
@@ -108,6 +110,14 @@ class LocalBroker:
     controller_port: int = attrs.field()
     #: a SASL_PLAINTEXT listener with ACLs enforced (see SASL_USERS); None: PLAINTEXT only
     sasl_port: int | None = attrs.field(default=None, kw_only=True)
+    #: server.properties that replace the defaults above (e.g. auto.create.topics.enable=true)
+    overrides: dict[str, str] = attrs.field(factory=dict, kw_only=True)
+    #: in a cluster: this node's id, every controller ("1@host:port,..."), and the shared cluster id
+    node_id: int = attrs.field(default=1, kw_only=True)
+    voters: str | None = attrs.field(default=None, kw_only=True)
+    cluster_id: str | None = attrs.field(default=None, kw_only=True)
+    #: "broker,controller" (one node does both), "broker" or "controller" (a cluster's own quorum)
+    roles: str = attrs.field(default="broker,controller", kw_only=True)
 
     @controller_port.default
     def _controller_default(self) -> int:
@@ -116,6 +126,11 @@ class LocalBroker:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def _listen_port(self) -> int:
+        """The port that says the process is up (a controller has no client listener)."""
+        return self.controller_port if self.roles == "controller" else self.port
 
     @property
     def sasl_bootstrap_servers(self) -> str | None:
@@ -141,8 +156,25 @@ class LocalBroker:
         self.log_dir.mkdir(exist_ok=True)
         props = self.home / "server.properties"
         text = _SERVER_PROPERTIES.format(
-            port=self.port, controller_port=self.controller_port, data_dir=self.home / "data"
+            port=self.port,
+            controller_port=self.controller_port,
+            node_id=self.node_id,
+            voters=self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
+            data_dir=self.home / "data",
         )
+        if self.roles == "broker":
+            text = text.replace("process.roles=broker,controller", "process.roles=broker").replace(
+                f",CONTROLLER://127.0.0.1:{self.controller_port}", ""
+            )
+        elif self.roles == "controller":
+            lines = [
+                line
+                for line in text.replace("process.roles=broker,controller", "process.roles=controller")
+                .replace(f"listeners=PLAINTEXT://127.0.0.1:{self.port},", "listeners=")
+                .splitlines()
+                if not line.startswith(("advertised.listeners=", "inter.broker.listener.name="))
+            ]
+            text = "\n".join(lines) + "\n"
         if self.sasl_port:
             sasl = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
             text = (
@@ -158,6 +190,8 @@ class LocalBroker:
             )
             users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
             text += _SASL_PROPERTIES.format(admin=SASL_USERS["admin"], users=users)
+        for key, value in self.overrides.items():  # a later line of a properties file wins
+            text += f"{key}={value}\n"
         props.write_text(text)
         (self.home / "log4j2.properties").write_text(_LOG4J2.format(log_dir=self.log_dir))
         return props
@@ -182,7 +216,7 @@ class LocalBroker:
     def _format(self, props: Path) -> None:
         if (self.home / "data" / "meta.properties").exists():
             return
-        cluster_id = uuid.uuid4().hex[:22]
+        cluster_id = self.cluster_id or uuid.uuid4().hex[:22]
         out = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)),
             capture_output=True,
@@ -193,9 +227,15 @@ class LocalBroker:
 
     def up(self, timeout: float = 90.0) -> None:
         """Start the broker unless it already runs, then wait until it serves metadata."""
+        self.start()
+        self._wait_ready(timeout)
+
+    def start(self) -> None:
+        """Start the broker process unless it already runs (not waiting for it: a cluster's nodes need
+        each other's votes before any of them serves)."""
         if self.pid() is None:
-            if _port_open(self.port):
-                raise BrokerError(f"port {self.port} is taken by a process this broker did not start")
+            if _port_open(self._listen_port):
+                raise BrokerError(f"port {self._listen_port} is taken by a process this broker did not start")
             props = self._write_config()
             self._format(props)
             with open(self.log_dir / "broker.out", "ab") as out:
@@ -207,7 +247,6 @@ class LocalBroker:
                     start_new_session=True,
                 )
             self.pid_file.write_text(str(proc.pid))
-        self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
@@ -219,7 +258,10 @@ class LocalBroker:
                 raise BrokerError(
                     f"broker exited during start-up; see {self.log_dir}/server.log\n{self._tail()}"
                 )
-            if _port_open(self.port):
+            if self.roles == "controller":
+                if _port_open(self.controller_port):
+                    return
+            elif _port_open(self.port):
                 try:
                     md = admin.list_topics(timeout=2)
                     if md.brokers:
@@ -255,7 +297,7 @@ class LocalBroker:
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
         # The port must be free before a restart can bind it again.
-        while _port_open(self.port) and time.monotonic() < deadline + 10:
+        while _port_open(self._listen_port) and time.monotonic() < deadline + 10:
             time.sleep(0.2)
         return True
 
@@ -267,6 +309,83 @@ class LocalBroker:
             while _alive(pid):
                 time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
+
+
+_REPLICATED = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "unclean.leader.election.enable": "false",
+}
+
+
+@attrs.define
+class LocalCluster:
+    """`size` brokers on loopback and a controller quorum of its own (one node), everything replicated
+    `size` ways with min.insync.replicas 2, as Kafka's own transactions tests run. The controller stands
+    apart so that brokers can be lost (two of three at once) while partition leadership and ISRs still
+    change, as in a production KRaft cluster."""
+
+    home: Path
+    size: int = 3
+    overrides: dict[str, str] = attrs.field(factory=dict)
+    controller: LocalBroker = attrs.field(init=False)
+    nodes: list[LocalBroker] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        controller_id = 100
+        controller_port = free_port()
+        voters = f"{controller_id}@127.0.0.1:{controller_port}"
+        cluster_id = uuid.uuid4().hex[:22]
+        replicas = str(min(3, self.size))
+        settings = {
+            **_REPLICATED,
+            "default.replication.factor": replicas,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            **self.overrides,
+        }
+        common = {"voters": voters, "cluster_id": cluster_id, "overrides": settings}
+        self.controller = LocalBroker(
+            self.home / "controller",
+            free_port(),
+            controller_port,
+            node_id=controller_id,
+            roles="controller",
+            **common,
+        )
+        self.nodes = [
+            LocalBroker(
+                self.home / f"broker-{i}",
+                free_port(),
+                controller_port,
+                node_id=i,
+                roles="broker",
+                **common,
+            )
+            for i in range(1, self.size + 1)
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.bootstrap_servers for node in self.nodes)
+
+    def node(self, node_id: int) -> LocalBroker:
+        return self.nodes[node_id - 1]
+
+    def up(self, timeout: float = 120.0) -> None:
+        self.controller.up(timeout)
+        for node in self.nodes:
+            node.start()
+        for node in self.nodes:
+            node._wait_ready(timeout)
+
+    def down(self) -> None:
+        for node in self.nodes:
+            node.down()
+        self.controller.down()
 
 
 def default_broker() -> LocalBroker:

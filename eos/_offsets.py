@@ -1,37 +1,132 @@
 """The input offsets of the group `app_id`: read (require-stable), committed (at_least_once), and
-the group metadata that `send_offsets_to_transaction` needs (exactly_once)."""
+the group metadata that `send_offsets_to_transaction` needs (exactly_once).
+
+Every offset eos commits carries a stamp in its commit metadata: `eos/1;app=<app_id>;out=<output>`, or
+`eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. eos skips every input
+row below the committed offset, so an offset committed by anything else (a consumer that reuses the
+group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with the same
+app_id writing elsewhere) would silently drop rows: `committed()` refuses it with ForeignOffsetError
+unless `accept_foreign_offsets` is set.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+import attrs
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from eos import _clients
 from eos._retry import Deadline, retry_call
 from eos.config import Config
-from eos.errors import AuthenticationError, BrokerUnreachableError, TopicNotFoundError, kafka_error_of
+from eos.errors import (
+    AuthenticationError,
+    BrokerUnreachableError,
+    ForeignOffsetError,
+    TopicNotFoundError,
+    kafka_error_of,
+)
+
+STAMP_VERSION = "eos/1"
+CLI_STAMP_SOURCE = "cli"
+
+
+def stamp(config: Config) -> str:
+    """The commit metadata of every offset this app commits."""
+    out = config.output_topic if config.output_topic is not None else f"column:{config.output_topic_column}"
+    return f"{STAMP_VERSION};app={config.app_id};out={out}"
+
+
+def cli_stamp(app_id: str) -> str:
+    """The commit metadata of an offset an operator set with `eos offsets reset`."""
+    return f"{STAMP_VERSION};app={app_id};by={CLI_STAMP_SOURCE}"
+
+
+def _fields(metadata: str | None) -> dict[str, str] | None:
+    if not metadata or not metadata.startswith(STAMP_VERSION + ";"):
+        return None
+    return dict(part.partition("=")[::2] for part in metadata.split(";")[1:] if "=" in part)
+
+
+def is_own(config: Config, metadata: str | None) -> bool:
+    """Whether offset metadata says this app (same app_id and output, or its operator) committed it."""
+    fields = _fields(metadata)
+    if fields is None or fields.get("app") != config.app_id:
+        return False
+    return fields.get("by") == CLI_STAMP_SOURCE or metadata == stamp(config)
+
+
+@attrs.frozen
+class Committed:
+    offset: int
+    metadata: str | None
+
+
+def check_stamps(
+    config: Config, committed: Mapping[tuple[str, int], Committed | None]
+) -> dict[tuple[str, int], int | None]:
+    """The committed offsets, refusing any this app did not commit (unless `accept_foreign_offsets`)."""
+    out: dict[tuple[str, int], int | None] = {}
+    for (topic, partition), entry in sorted(committed.items()):
+        if entry is None:
+            out[(topic, partition)] = None
+            continue
+        if not config.accept_foreign_offsets and not is_own(config, entry.metadata):
+            raise ForeignOffsetError(
+                _foreign_message(config, topic, partition, entry),
+                group=config.app_id,
+                topic=topic,
+                partition=partition,
+                offset=entry.offset,
+            )
+        out[(topic, partition)] = entry.offset
+    return out
+
+
+def _foreign_message(config: Config, topic: str, partition: int, entry: Committed) -> str:
+    fields = _fields(entry.metadata)
+    if fields is None:
+        who = f"without an eos stamp (metadata {entry.metadata!r}): not committed by eos"
+    elif fields.get("app") != config.app_id:
+        who = f"by eos app {fields.get('app')!r} (metadata {entry.metadata!r})"
+    else:
+        who = f"by eos for another output (metadata {entry.metadata!r}; this query's is {stamp(config)!r})"
+    return (
+        f"group {config.app_id!r} has offset {entry.offset} committed for input partition {topic}/{partition}"
+        f" {who}. eos skips every input row below the committed offset, so it refuses an offset it did"
+        " not commit: nothing of this partition was written or skipped. If the offset is right, stamp"
+        f" it with `eos offsets reset --app {config.app_id} --topic {topic} --shift 0`; to trust such"
+        " offsets anyway, set accept_foreign_offsets."
+    )
 
 
 def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[tuple[str, int], int | None]:
-    """Committed offset per (topic, partition), or None where the group has none.
+    """Committed offset per (topic, partition), or None where the group has none; an offset this app
+    did not commit raises ForeignOffsetError (see `check_stamps`).
 
     require_stable: while a transaction that carries offsets for a partition is still open, the broker
     answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset that may be about to change.
     """
+    return check_stamps(config, committed_entries(config, tps, log))
+
+
+def committed_entries(
+    config: Config, tps: Iterable[tuple[str, int]], log=None
+) -> dict[tuple[str, int], Committed | None]:
+    """Committed offset and its metadata per (topic, partition), or None where the group has none."""
     request = [ConsumerGroupTopicPartitions(config.app_id, [TopicPartition(t, p) for t, p in tps])]
     timeout_s = config.operation_timeout_ms / 1000
 
-    def fetch() -> dict[tuple[str, int], int | None]:
+    def fetch() -> dict[tuple[str, int], Committed | None]:
         futures = _clients.admin(config).list_consumer_group_offsets(
             request, require_stable=True, request_timeout=timeout_s
         )
         result = futures[config.app_id].result()
-        out: dict[tuple[str, int], int | None] = {}
+        out: dict[tuple[str, int], Committed | None] = {}
         for tp in result.topic_partitions:
             if tp.error is not None:
                 raise KafkaException(tp.error)
-            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+            out[(tp.topic, tp.partition)] = Committed(tp.offset, tp.metadata) if tp.offset >= 0 else None
         return out
 
     return retry_call(
@@ -43,7 +138,9 @@ def commit(config: Config, topic: str, partition: int, next_offset: int, log=Non
     """Synchronously commit `next_offset` for the group (the at_least_once path)."""
     consumer = _clients.group_consumer(config)
     retry_call(
-        lambda: consumer.commit(offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=False),
+        lambda: consumer.commit(
+            offsets=[TopicPartition(topic, partition, next_offset, stamp(config))], asynchronous=False
+        ),
         what=f"committing offset {topic}/{partition}@{next_offset} for group {config.app_id!r}",
         timeout_s=config.operation_timeout_ms / 1000,
         log=log,

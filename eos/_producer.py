@@ -39,6 +39,8 @@ from eos.records import Output, OutputTypeError, to_bytes, to_headers
 
 _FULL_QUEUE_WAIT_S = 0.05
 _POLL_EVERY = 1000
+#: at most this many input records are kept as the suspects of one refusal
+_MAX_CANDIDATES = 10_000
 
 
 class OutputProducer:
@@ -63,6 +65,7 @@ class OutputProducer:
         self._timeout_s = config.operation_timeout_ms / 1000
         #: the first failed delivery since the last check: (error, output topic, input offset or None)
         self._failure: tuple[KafkaError, str, int | None] | None = None
+        self._failed_offsets: set[int] = set()
         self._known_topics: set[str] = set()
         self._sent = 0
         #: highest delivered offset per tracked (topic, partition): where a changelog now ends
@@ -194,47 +197,43 @@ class OutputProducer:
     def _check_topic(
         self, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str = ""
     ) -> None:
-        """Fail at once on a missing output topic instead of after message.timeout.ms."""
-        if topic is None:
-            raise ProduceError(
-                f"output record has no topic and no output_topic is configured{origin}",
-                topic=in_topic,
-                partition=in_partition,
-                offset=in_offset,
-            )
-        try:
-            md = self._producer.list_topics(topic, timeout=self._timeout_s)
-        except KafkaException as exc:
-            raise as_eos_error(exc, f"looking up output topic {topic!r}") from exc
-        tmd = md.topics.get(topic)
-        if tmd is None or tmd.error is not None:
-            reason = tmd.error.str() if tmd is not None and tmd.error is not None else "not found"
-            raise ProduceError(
-                f"output topic {topic!r} is not available: {reason}{origin}",
-                topic=in_topic,
-                partition=in_partition,
-                offset=in_offset,
-            )
-        if not self._may_write(topic):
-            raise ProduceError(
-                f"output to {topic!r} refused: Topic authorization failed (no WRITE permission){origin}",
-                topic=in_topic,
-                partition=in_partition,
-                offset=in_offset,
-            )
-        self._known_topics.add(topic)
+        """Fail at once on a missing or unwritable output topic instead of after message.timeout.ms.
 
-    def _may_write(self, topic: str) -> bool:
-        """Whether this principal may write `topic`, as the broker reports it (KIP-430). Checked before
-        producing: a refused write fails a transaction in a state librdkafka may not abort cleanly."""
-        try:
+        Asked of the admin client (DescribeTopics): a producer's metadata request for a missing topic
+        would create it on a broker with auto.create.topics.enable=true. The answer includes this
+        principal's operations on the topic (KIP-430): a refused write fails a transaction in a state
+        librdkafka may not abort cleanly, so eos checks WRITE before producing."""
+
+        def refused(reason: str) -> ProduceError:
+            return ProduceError(reason + origin, topic=in_topic, partition=in_partition, offset=in_offset)
+
+        if topic is None:
+            raise refused("output record has no topic and no output_topic is configured")
+        missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+
+        def describe():
             futures = _clients.admin(self.config).describe_topics(
                 TopicCollection([topic]), request_timeout=self._timeout_s, include_authorized_operations=True
             )
-            operations = futures[topic].result(self._timeout_s).authorized_operations
-        except KafkaException:
-            return True  # no answer is no verdict: the produce path reports whatever goes wrong
-        return operations is None or bool({AclOperation.WRITE, AclOperation.ALL} & set(operations))
+            try:
+                return futures[topic].result(self._timeout_s)
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                if err is not None and (
+                    err.code() in missing or err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                ):
+                    return err
+                raise
+
+        found = retry_call(describe, what=f"looking up output topic {topic!r}", timeout_s=self._timeout_s)
+        if isinstance(found, KafkaError):
+            if found.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise refused(f"output to {topic!r} refused: {found.str()}")
+            raise refused(f"output topic {topic!r} is not available: it does not exist ({found.str()})")
+        operations = found.authorized_operations
+        if operations is not None and not {AclOperation.WRITE, AclOperation.ALL} & set(operations):
+            raise refused(f"output to {topic!r} refused: Topic authorization failed (no WRITE permission)")
+        self._known_topics.add(topic)
 
     def _serve(self, what: str, timeout: float, flush: bool = False) -> int:
         """poll() / flush(): they raise a fatal error (a fenced producer, say) as KafkaException."""
@@ -252,23 +251,33 @@ class OutputProducer:
             self._failure = (err, msg.topic(), None)
 
     def _on_exact_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
-        if err is not None and self._failure is None:
-            self._failure = (err, msg.topic(), in_offset)
+        if err is not None:
+            self._failed(err, msg, in_offset)
 
     def _on_tracked_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
-            if self._failure is None:
-                self._failure = (err, msg.topic(), in_offset)
+            self._failed(err, msg, in_offset)
             return
         key = (msg.topic(), msg.partition())
         if msg.offset() > self.delivered_offsets.get(key, -1):
             self.delivered_offsets[key] = msg.offset()
 
+    def _failed(self, err: KafkaError, msg, in_offset: int) -> None:
+        """Keep the first failure, and the input offsets whose outputs failed with the same error: a
+        broker refuses a whole record batch for one record too large, so the first report may name a
+        record that was only in its company."""
+        if self._failure is None:
+            self._failure = (err, msg.topic(), in_offset)
+        if err.code() == self._failure[0].code() and len(self._failed_offsets) < _MAX_CANDIDATES:
+            self._failed_offsets.add(in_offset)
+
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record when
-        it is known (else DeliveryFailedError: redo with `exact` to find it)."""
+        it is known (else DeliveryFailedError: redo with `exact` to find it). A refusal that hit the
+        outputs of several input records names the first and lists them all (`ProduceError.candidates`)."""
         remaining = self._serve(f"flushing outputs of {in_topic}/{in_partition}", self._timeout_s, flush=True)
         failure, self._failure = self._failure, None
+        candidates, self._failed_offsets = tuple(sorted(self._failed_offsets)), set()
         if failure is not None:
             err, out_topic, in_offset = failure
             if is_fenced(err):
@@ -283,7 +292,8 @@ class OutputProducer:
                     f"output to {out_topic!r} refused: {err.str()}",
                     topic=in_topic,
                     partition=in_partition,
-                    offset=in_offset,
+                    offset=candidates[0] if candidates else in_offset,
+                    candidates=candidates,
                 )
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
         if remaining:
@@ -327,9 +337,13 @@ class OutputProducer:
         self.in_transaction = False
 
     def abort_transaction(self, log=None) -> None:
-        self._failure = None
         self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log)
         self.in_transaction = False
+        # The abort purges what was still queued; those delivery reports (_PURGE_QUEUE) belong to the
+        # aborted transaction, not to the next one: serve them now, then forget every failure.
+        self._serve("serving the delivery reports of an aborted transaction", 0)
+        self._failure = None
+        self._failed_offsets = set()
 
     def close(self) -> None:
         """Abandon any open transaction (the next incarnation's init_transactions aborts it)."""
@@ -362,15 +376,27 @@ def acquire(config: Config, transactional_id: str | None) -> tuple[OutputProduce
 
 
 def release(producer: OutputProducer) -> None:
-    """Keep a healthy producer (no open transaction) for the next task in this worker."""
+    """Keep a healthy producer (no open transaction) for the next task in this worker; beyond
+    `max_producers_per_worker` producers, close the least recently used (each holds a librdkafka instance:
+    threads, connections and buffers; one per input partition ever seen would grow without bound)."""
     if producer.in_transaction:
         discard(producer)
         return
+    key = _cache_key(producer.config, producer.transactional_id)
     with _lock:
-        old = _cache.pop(_cache_key(producer.config, producer.transactional_id), None)
-        _cache[_cache_key(producer.config, producer.transactional_id)] = producer
-    if old is not None and old is not producer:
-        old.close()
+        closing = [_cache.pop(key, None)]
+        _cache[key] = producer  # a dict keeps insertion order: the most recently used is last
+        while len(_cache) > producer.config.max_producers_per_worker:
+            closing.append(_cache.pop(next(iter(_cache))))
+    for old in closing:
+        if old is not None and old is not producer:
+            discard(old)
+
+
+def cached() -> int:
+    """How many producers this worker keeps."""
+    with _lock:
+        return len(_cache)
 
 
 def discard(producer: OutputProducer) -> None:

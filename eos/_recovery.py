@@ -5,7 +5,8 @@ For each store:
     1. Decide. No checkpoint file means unclean (a crash, an abort in wipe mode, a lost or new state
        directory): wipe the local store and restore from the changelog's beginning. A checkpoint file
        means clean: roll forward from the offset the local store reflects (commits made by another
-       incarnation, or a commit whose local apply a crash interrupted, F4).
+       incarnation, or a commit whose local apply a crash interrupted, F4) — unless the changelog now
+       begins after that offset (records deleted): then wipe and restore from its beginning.
     2. Restore: read the store's changelog partition with a read_committed consumer up to the high
        watermark, waiting while an open transaction holds the last stable offset below it (else the
        restore would silently stop short). at_least_once: records whose input offset is at or past the
@@ -26,13 +27,13 @@ import time
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from eos import _clients, _crash
 from eos._producer import OutputProducer
 from eos._store import PartitionStore
 from eos.config import Config
-from eos.errors import RetriableError
+from eos.errors import ChangelogError, RetriableError
 from eos.records import Output
 from eos.state import State, Store, StoreSpec
 
@@ -45,15 +46,17 @@ def changelog_topic(config: Config, input_topic: str, store: str) -> str:
     return f"{config.app_id}-{input_topic}-{store}-changelog"
 
 
-_ensured: set[str] = set()
+#: changelogs known to be fit for use in this process, with their partition count
+_ensured: dict[str, int] = {}
 _ensure_lock = threading.Lock()
 
 
-def ensure_changelog(config: Config, input_topic: str, store: str) -> str:
-    """Create the store's compacted changelog (one partition per input partition) when missing."""
+def ensure_changelog(config: Config, input_topic: str, store: str, partition: int = 0) -> str:
+    """The store's changelog for input partition `partition`: created when missing (compacted, one
+    partition per input partition); an existing one must be compacted and have that partition."""
     name = changelog_topic(config, input_topic, store)
     with _ensure_lock:
-        if name in _ensured:
+        if partition < _ensured.get(name, 0):
             return name
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
@@ -64,7 +67,7 @@ def ensure_changelog(config: Config, input_topic: str, store: str) -> str:
             name,
             partitions,
             config.changelog_replication_factor,
-            config={"cleanup.policy": "compact", **config.changelog_topic_config},
+            config={**config.changelog_topic_config, "cleanup.policy": "compact"},
         )
         try:
             admin.create_topics([new], request_timeout=timeout)[name].result(timeout)
@@ -77,9 +80,40 @@ def ensure_changelog(config: Config, input_topic: str, store: str) -> str:
             if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
                 break
             time.sleep(0.1)
+    count = _check_changelog(config, name, input_topic, partition, timeout)
     with _ensure_lock:
-        _ensured.add(name)
+        _ensured[name] = count
     return name
+
+
+def _check_changelog(config: Config, name: str, input_topic: str, partition: int, timeout: float) -> int:
+    """An existing changelog must be compacted (a deleting policy loses the state of keys that were not
+    written for a while) and have a partition for `partition`; returns its partition count."""
+    admin = _clients.admin(config)
+    md = admin.list_topics(name, timeout=timeout).topics.get(name)
+    count = 0 if md is None or md.error is not None else len(md.partitions)
+    if partition >= count:
+        inputs = admin.list_topics(input_topic, timeout=timeout).topics.get(input_topic)
+        input_count = len(inputs.partitions) if inputs is not None else "?"
+        raise ChangelogError(
+            f"changelog {name!r} has {count} partitions, but input topic {input_topic!r} has"
+            f" {input_count} and a row of its partition {partition} needs the state of partition"
+            f" {partition}: partitions were added to the input topic (or the changelog was made too"
+            " small). State is kept per input partition, and a key of an old partition may now land in"
+            " a new one, so eos stops rather than split a key's state, as Kafka Streams does. Start the"
+            " application afresh, or add partitions to the changelog if new input partitions should"
+            " start with empty state."
+        )
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+    policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+    if "compact" not in policy.split(","):
+        raise ChangelogError(
+            f"changelog {name!r} has cleanup.policy={policy}: a changelog must be compacted (a deleting"
+            " policy drops the state of keys not written lately, and a restore would return less than"
+            f" the store held). Set cleanup.policy=compact on {name!r}."
+        )
+    return count
 
 
 class PartitionState:
@@ -104,7 +138,7 @@ class PartitionState:
         lock_timeout = self.config.transaction_timeout_ms / 1000
         self.committed_input = committed_input
         for name, store in self.stores.items():
-            ensure_changelog(self.config, self.topic, name)
+            ensure_changelog(self.config, self.topic, name, self.partition)
             store.open(lock_timeout)
             self._recover(name, store, clean=store.read_checkpoint() is not None)
 
@@ -127,9 +161,24 @@ class PartitionState:
         try:
             timeout = self.config.operation_timeout_ms / 1000
             # The true high watermark (read_uncommitted): reading up to it waits out open transactions.
-            high = _clients.watermark_consumer(self.config).get_watermark_offsets(
+            low, high = _clients.watermark_consumer(self.config).get_watermark_offsets(
                 tp, timeout=timeout, cached=False
-            )[1]
+            )
+            if start < low:
+                # The changelog no longer begins where the store left off (DeleteRecords, a retention
+                # set on it): rolling forward from `start` is impossible, and a consumer would jump
+                # to the end and leave the store stale. Rebuild from what the changelog still holds.
+                self.log.warning(
+                    "changelog begins after the store's offset: wiping and restoring from its beginning",
+                    store=name,
+                    changelog=tp.topic,
+                    local=start,
+                    changelog_start=low,
+                    end=high,
+                )
+                if start > 0:
+                    store.wipe()
+                start = low
             if start > high:
                 # The changelog lost data (deleted and recreated, unclean election): the store cannot
                 # be trusted beyond what the changelog holds.
@@ -169,6 +218,11 @@ class PartitionState:
                         if err.code() == KafkaError._PARTITION_EOF:
                             position = max(position, msg.offset())
                             continue
+                        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                            raise RetriableError(
+                                f"restoring {tp.topic}/{tp.partition}: offset {position} is no longer in"
+                                f" the changelog (its start moved during the restore): {err.str()}"
+                            )
                         raise KafkaException(err)
                     position = msg.offset() + 1
                     if skip_from is not None and _input_offset(msg) >= skip_from:

@@ -44,8 +44,10 @@ from eos.errors import (
     FatalError,
     FencedError,
     ProcessError,
+    ProduceError,
     RecordError,
     TransactionAbortableError,
+    TransactionTimeoutError,
 )
 from eos.records import OutputTypeError, outputs_of
 from eos.state import State, StoreSpec
@@ -231,6 +233,7 @@ class PartitionTask:
                     self.checkpoint = self._begin()
                 return action()
             except TransactionAbortableError as exc:
+                self._raise_if_timed_out(exc)
                 self._abort(exc)
                 if not self.producer.exact:
                     # A bulk write does not know which record a failed delivery came from (exactly_once
@@ -253,8 +256,12 @@ class PartitionTask:
                     # The producer died aborting; the record's error is still the one to report
                     # (the next incarnation's init_transactions ends the transaction).
                     self.log.error("abort failed", error=str(abort_failure))
+                    raise exc from None
+                if isinstance(exc, ProduceError) and len(exc.candidates) > 1:
+                    raise self._isolate(exc) from exc
                 raise
             except FencedError as exc:
+                self._raise_if_timed_out(exc)
                 if not (self.reused and self.stats.transactions == 0):
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
                     raise
@@ -270,8 +277,64 @@ class PartitionTask:
                 self.checkpoint = None
                 replay = True
             except FatalError as exc:
+                self._raise_if_timed_out(exc)
                 self.log.error("fatal producer error", error=str(exc))
                 raise
+
+    def _raise_if_timed_out(self, exc: Exception) -> None:
+        """A transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
+        its producer: the attempt is not a zombie, and redoing it as slowly would fail again."""
+        if self.checkpoint is None or isinstance(exc, TransactionTimeoutError):
+            return
+        seconds = self.checkpoint.age()
+        if seconds * 1000 < self.config.transaction_timeout_ms:
+            return
+        self.log.error("transaction outlived transaction.timeout.ms", seconds=round(seconds, 1))
+        raise TransactionTimeoutError(
+            f"the transaction of input partition {self.topic}/{self.partition} was open for {seconds:.1f}s,"
+            f" longer than transaction_timeout_ms ({self.config.transaction_timeout_ms}), and the broker"
+            f" aborted it ({exc}). Make process faster, commit more often (commit_every,"
+            " commit_interval_ms, commit_max_bytes) or raise transaction_timeout_ms (at most the"
+            " broker's transaction.max.timeout.ms). (A task stopped that long, by a GC pause or a"
+            " suspended host, ends the same way; Spark's retry redoes it.)",
+            kafka_error=getattr(exc, "kafka_error", None),
+        ) from exc
+
+    def _isolate(self, exc: ProduceError) -> ProduceError:
+        """One refusal hit the outputs of several input records: a broker refuses a whole record batch
+        when one record in it is too large for the topic. Write each suspect alone, in a transaction
+        that is then aborted, and name the one refused on its own. (at_least_once has no transaction to
+        abort: a suspect that is accepted alone is written once more.)"""
+        self.log.warning("finding the refused record", suspects=len(exc.candidates), error=str(exc))
+        for offset in exc.candidates:
+            row = self._pending_row(offset)
+            if row is None:
+                continue
+            for _ in range(3):
+                self.checkpoint = self._begin()
+                try:
+                    self._write(row, may_stop=False)
+                    self.producer.flush_and_check(self.topic, self.partition)
+                except ProduceError as alone:
+                    self._abort(alone)
+                    return alone
+                except TransactionAbortableError as undecided:
+                    # librdkafka purges the first record produced after an abort that followed a
+                    # refused batch (_PURGE_QUEUE, seen with 2.12): no verdict, write it again.
+                    self._abort(undecided)
+                    continue
+                self._abort(exc)
+                break
+        return exc
+
+    def _pending_row(self, offset: int) -> pa.RecordBatch | None:
+        for chunk in self.pending:
+            offsets = chunk.column(self.layout.offset)
+            if offsets[0].as_py() <= offset <= offsets[len(offsets) - 1].as_py():
+                index = _arrow.index_of(offsets, offset)
+                if index is not None:
+                    return chunk.slice(index, 1)
+        return None
 
     def _pending_rows(self) -> int:
         return sum(s.num_rows for s in self.pending)

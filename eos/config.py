@@ -26,11 +26,30 @@ _GUARANTEE_ALIASES = {
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-_SECRET = re.compile(r"password|secret|jaas|token|credential|key\.pem|keystore\.key|private", re.IGNORECASE)
+# Every setting that can carry a secret, in librdkafka (its properties flagged _RK_SENSITIVE) and the Java
+# client (its Type.PASSWORD configs): passwords, passphrases, private keys (PEM or object), client
+# secrets, JAAS and OAUTHBEARER configs, and kinit commands that may embed credentials.
+_SECRET = re.compile(
+    r"password|passphrase|secret|jaas|token|credential|private|key\.pem|keystore\.key|ssl_key$"
+    r"|oauthbearer\.config|kinit\.cmd",
+    re.IGNORECASE,
+)
+#: Spark's plans, UI and event logs hide option values whose key or value matches this (eos sets it on
+#: the sessions it starts; Spark's default misses kafka.ssl.keystore.key, *.passphrase and the rest).
+SPARK_REDACTION_REGEX = (
+    r"(?i)secret|password|passphrase|token|access[.]?key|jaas|private|key[.]pem|keystore[.]key"
+    r"|oauthbearer[.]config|kinit[.]cmd|ssl_key"
+)
 
 # Settings eos owns: letting a passthrough override them would silently break the protocol.
 _RESERVED = {
-    "producer": {"transactional.id", "enable.idempotence", "transaction.timeout.ms", "bootstrap.servers"},
+    "producer": {
+        "transactional.id",
+        "enable.idempotence",
+        "transaction.timeout.ms",
+        "bootstrap.servers",
+        "allow.auto.create.topics",
+    },
     "consumer": {"group.id", "isolation.level", "enable.auto.commit", "bootstrap.servers"},
     "admin": {"bootstrap.servers"},
     "kafka": {"bootstrap.servers", "group.id", "transactional.id", "isolation.level"},
@@ -66,6 +85,11 @@ def _positive(instance: Config, attribute: attrs.Attribute, value: int) -> None:
         raise ConfigError(attribute.name, f"must be a positive integer, got {value!r}")
 
 
+def _boolean(instance: Config, attribute: attrs.Attribute, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(attribute.name, f"must be true or false, got {value!r}")
+
+
 def _non_negative(instance: Config, attribute: attrs.Attribute, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(attribute.name, f"must be an integer >= 0, got {value!r}")
@@ -98,6 +122,9 @@ class Config:
     max_redo: int = attrs.field(default=3, validator=_non_negative)
     #: Where input partitions without a committed offset start: "earliest" or "latest".
     starting_offsets: str = "earliest"
+    #: Use committed input offsets that this app did not commit (no eos stamp in their metadata) instead
+    #: of refusing them (ForeignOffsetError): eos skips every input row below the committed offset.
+    accept_foreign_offsets: bool = attrs.field(default=False, validator=_boolean)
     #: Root of the local state stores: <state_dir>/<app_id>/<topic>-<partition>/<store>.sqlite
     state_dir: str = attrs.field(factory=lambda: os.path.join(tempfile.gettempdir(), "eos-state"))
     #: "transactional" (KIP-892: uncommitted writes kept apart, an abort drops them) or "wipe"
@@ -105,6 +132,9 @@ class Config:
     state_mode: str = "transactional"
     #: Commit a transaction early once a store holds this many uncommitted keys.
     state_buffer_max_keys: int = attrs.field(default=100_000, validator=_positive)
+    #: Producers a Python worker keeps between tasks, the least recently used closed first (exactly_once:
+    #: one per input partition; a kept one saves an init_transactions when the partition comes back).
+    max_producers_per_worker: int = attrs.field(default=16, validator=_positive)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1
     #: Extra topic configs for the changelog topics eos creates (cleanup.policy is always compact).
@@ -149,6 +179,11 @@ class Config:
             raise ConfigError("changelog_replication_factor", "must be -1 (broker default) or positive")
         if self.starting_offsets not in ("earliest", "latest"):
             raise ConfigError("starting_offsets", f"{self.starting_offsets!r} is not 'earliest' or 'latest'")
+        if "cleanup.policy" in self.changelog_topic_config:
+            raise ConfigError(
+                "changelog_topic_config.cleanup.policy",
+                "is set by eos: a changelog is compacted (a deleting policy would lose state)",
+            )
         for group, reserved in _RESERVED.items():
             for key in getattr(self, group):
                 if key in reserved:
@@ -227,6 +262,8 @@ _SCALAR_FIELDS = [
     if f.name not in ("kafka", "producer", "consumer", "admin", "changelog_topic_config")
 ]
 _INT_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("int", int)}
+_BOOL_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("bool", bool)}
+_TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 _DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}
 _DOTTED["application.id"] = "app_id"
 
@@ -236,6 +273,11 @@ def _rebuild(kwargs: dict[str, Any]) -> Config:
 
 
 def _coerce(field: str, value: Any, source: str) -> Any:
+    if field in _BOOL_FIELDS and isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE | _FALSE:
+            return word in _TRUE
+        raise ConfigError(field, f"{source}={value!r} is not true or false")
     if field in _INT_FIELDS and isinstance(value, str):
         try:
             return int(value.strip())

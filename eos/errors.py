@@ -6,6 +6,10 @@
     ├── BrokerUnreachableError  no broker answered within the deadline
     ├── AuthenticationError     the broker refused the credentials (SASL/SSL)
     ├── TopicNotFoundError      an input or output topic does not exist; raised before any transaction
+    ├── ForeignOffsetError      the group's committed input offset was not committed by this app;
+    │                           raised before anything of that input partition is written or skipped
+    ├── ChangelogError          a state store's changelog topic cannot back it (too few partitions,
+    │                           not compacted); raised before the store is used
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
@@ -19,7 +23,9 @@
         │   └── DeliveryFailedError
         │                       an output was not delivered; the redo writes record by record to name it
         └── FatalError          the producer is unusable: close it and raise
-            └── FencedError     a newer incarnation owns the transactional.id: this attempt is a zombie
+            ├── FencedError     a newer incarnation owns the transactional.id: this attempt is a zombie
+            └── TransactionTimeoutError
+                                the transaction outlived transaction.timeout.ms and the broker aborted it
 
 `classify` / `classify_delivery` are the only functions that look at a confluent-kafka error code.
 This module imports nothing from eos, so every other module can import it.
@@ -67,6 +73,21 @@ class TopicNotFoundError(EosError):
         super().__init__(f"{role} topic {topic!r} does not exist (eos creates only changelog topics)")
 
 
+class ForeignOffsetError(EosError):
+    """The committed offset of an input partition carries no stamp of this eos app."""
+
+    def __init__(self, message: str, *, group: str, topic: str, partition: int, offset: int) -> None:
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(message)
+
+
+class ChangelogError(EosError):
+    """A changelog topic cannot back its store."""
+
+
 class RecordError(EosError):
     def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
         self.topic = topic
@@ -80,7 +101,17 @@ class ProcessError(RecordError):
 
 
 class ProduceError(RecordError):
-    """The output of an input record was refused by the Kafka client or broker."""
+    """The output of an input record was refused by the Kafka client or broker.
+
+    `candidates`: where one refusal hit the outputs of several input records (a broker refuses a whole
+    record batch), their offsets; the task writes each alone to find the one refused on its own.
+    """
+
+    def __init__(
+        self, message: str, *, topic: str, partition: int, offset: int, candidates: tuple[int, ...] = ()
+    ) -> None:
+        self.candidates = candidates
+        super().__init__(message, topic=topic, partition=partition, offset=offset)
 
 
 class InputOrderError(RecordError):
@@ -113,6 +144,11 @@ class FatalError(KafkaClientError):
 
 class FencedError(FatalError):
     """Another incarnation of the same transactional.id has taken over: this attempt is a zombie."""
+
+
+class TransactionTimeoutError(FatalError):
+    """The open transaction took longer than transaction_timeout_ms, so the broker aborted it (and fenced
+    the producer): `process` is slower than the transaction allows, not a zombie."""
 
 
 class Kind(enum.Enum):

@@ -9,12 +9,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eos import _offsets
+from eos import _cluster, _offsets
 from eos._cache import spark_jars_dir
 from eos._clients import spark_source_options
 from eos._localbroker import free_port
 from eos._log import get_logger
-from eos.config import Config
+from eos.config import SPARK_REDACTION_REGEX, Config
 
 #: `local[*]` with up to 4 attempts per task, as a cluster has by default (plain `local[*]` has 1).
 DEFAULT_MASTER = "local[*, 4]"
@@ -57,6 +57,8 @@ def spark_session(
         "spark.sql.shuffle.partitions": str(2 * (os.cpu_count() or 2)),
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
         "spark.python.worker.reuse": "true",
+        # Kafka options carry credentials into plans and event logs: hide every kind eos knows of.
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
     }
     jars = sorted(spark_jars_dir().glob("*.jar"))
     if jars:
@@ -140,7 +142,9 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
     otherwise, and eos skips whatever the group has already committed.
     """
     start = starting_offsets(config, topics)
-    get_logger(app_id=config.app_id).info("reading stream", topics=list(topics), starting_offsets=start)
+    log = get_logger(app_id=config.app_id)
+    log.info("reading stream", topics=list(topics), starting_offsets=start)
+    _cluster.warn_offsets_retention(config, log)
     reader = spark.readStream.format("kafka")
     all_options = {
         **spark_source_options(config),

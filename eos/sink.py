@@ -2,7 +2,8 @@
 
 Per micro-batch, `Sink.__call__`:
     1. checks the batch's columns (before any transaction begins);
-    2. checks that a broker answers and the configured output topic exists;
+    2. checks that a broker answers and the configured output topic exists (and, once, that
+       transaction_timeout_ms is within the broker's transaction.max.timeout.ms);
     3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
        nothing to do where the Kafka source already gave each topic-partition its own Spark partition
        (`_partitioning`, classic Spark only), else a shuffle by (topic, partition) and a sort by offset,
@@ -15,13 +16,14 @@ Per micro-batch, `Sink.__call__`:
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import attrs
 
-from eos import _offsets, _partitioning
+from eos import _cluster, _offsets, _partitioning
 from eos._arrow import Layout
 from eos._log import get_logger
 from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition
@@ -61,8 +63,13 @@ class BatchSummary:
 OnBatch = Callable[["BatchSummary"], None]
 
 
+#: How many batch summaries a sink keeps by default (the most recent ones).
+HISTORY_SIZE = 1_000
+
+
 class Sink:
-    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the batches it wrote.
+    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the most recent
+    `history_size` batches it wrote (a query runs for months: its driver must not keep them all).
 
     Under Spark Connect the server runs a pickled copy of the sink: `history` is kept there, so read
     the figures through `on_batch` (or the `batch written` log event) instead.
@@ -76,7 +83,10 @@ class Sink:
         on_commit: OnCommit | None = None,
         process_batch: ProcessBatch | None = None,
         on_batch: OnBatch | None = None,
+        history_size: int = HISTORY_SIZE,
     ) -> None:
+        if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
+            raise ValueError(f"history_size must be a positive integer, got {history_size!r}")
         self.config = config
         self.process = process
         self.process_batch = process_batch
@@ -90,7 +100,9 @@ class Sink:
             raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
         if self.stores and process is None and process_batch is None:
             raise ValueError("state stores are used by a process function: pass process= or process_batch=")
-        self.history: list[BatchSummary] = []
+        self.history_size = history_size
+        self._cluster_checked = False
+        self.history: deque[BatchSummary] = deque(maxlen=history_size)
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -99,7 +111,7 @@ class Sink:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.history = []
+        self.history = deque(maxlen=state["history_size"])
         self.log = get_logger(app_id=self.config.app_id, guarantee=self.config.processing_guarantee)
 
     @property
@@ -117,6 +129,9 @@ class Sink:
         started = time.monotonic()
         layout, columns = self._layout(batch_df)  # 1
         self._check_topics()  # 2
+        if self.config.exactly_once and not self._cluster_checked:
+            _cluster.check_transaction_timeout(self.config)
+            self._cluster_checked = True
         selected = batch_df.select(*columns)
         regrouped = not _partitioning.one_topic_partition_per_task(selected)  # 3
         if regrouped:
@@ -134,8 +149,10 @@ class Sink:
         )
         rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
         stats = [row.asDict() for row in rows]
-        summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped)  # 5
-        self.history.append(summary)
+        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+
+    def _record(self, summary: BatchSummary) -> None:
+        self.history.append(summary)  # a bounded deque: the oldest summary goes
         self.log.info("batch written", **summary.as_dict())
         if self.on_batch is not None:
             self.on_batch(summary)
@@ -224,6 +241,7 @@ def sink(
     *,
     process_batch: ProcessBatch | None = None,
     on_batch: OnBatch | None = None,
+    history_size: int = HISTORY_SIZE,
 ) -> Sink:
     """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
 
@@ -231,6 +249,7 @@ def sink(
     one input partition, returning Arrow with the output columns. `stores` names the state stores they
     may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
     executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
-    (the Connect server under Spark Connect) after each batch.
+    (the Connect server under Spark Connect) after each batch. `history_size`: how many recent batch
+    summaries `Sink.history` keeps.
     """
-    return Sink(config, process, stores, on_commit, process_batch, on_batch)
+    return Sink(config, process, stores, on_commit, process_batch, on_batch, history_size)

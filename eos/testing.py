@@ -30,8 +30,9 @@ MARKER_HEADER = "eos.marker"
 def create_topic(
     bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:
+    """Create a topic (replication factor: the brokers' default.replication.factor) and wait for leaders."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])
+    futures = admin.create_topics([NewTopic(name, partitions, -1, config=dict(config or {}))])
     try:
         futures[name].result(timeout)
     except KafkaException as exc:

@@ -29,6 +29,27 @@ EXTERNAL = (
 )
 
 
+#: the same rotation on a replicated cluster (`--brokers 3`): a broker restart becomes one of the faults
+#: a cluster has, each done for real with SIGKILL or SIGTERM of broker JVMs (see harness.Chaos.inject)
+CLUSTER_EXTERNAL = (
+    "python_worker_kill",
+    "coordinator_kill",  # the leader of the app's transaction coordinator partition, while tasks write
+    "zombie_pause",
+    "leader_kill",  # the leader of an output (or changelog) partition
+    "executor_kill",
+    "two_down",  # two of three brokers at once: below min.insync.replicas, writes wait or abort
+    "executor_pause",
+    "coordinator_kill",
+    "python_worker_kill",
+    "rolling_restart",  # each broker in turn, waiting for full ISRs in between
+    "executor_kill",
+    "leader_kill",
+)
+BROKER_FAULTS = frozenset(
+    {"broker_restart", "coordinator_kill", "leader_kill", "two_down", "rolling_restart"}
+)
+
+
 @attrs.frozen
 class Incarnation:
     crash_points: tuple[str, ...]
@@ -40,8 +61,11 @@ class Incarnation:
     delays: tuple[float, ...]
 
 
-def schedule(seed: int, incarnations: int, externals_per_incarnation: int = 2) -> list[Incarnation]:
+def schedule(
+    seed: int, incarnations: int, externals_per_incarnation: int = 2, cluster: bool = False
+) -> list[Incarnation]:
     """`incarnations` faulty driver runs, then one that runs to the end of the input unharmed."""
+    rotation = CLUSTER_EXTERNAL if cluster else EXTERNAL
     rng = random.Random(seed)
     plan = []
     ext = 0
@@ -51,7 +75,7 @@ def schedule(seed: int, incarnations: int, externals_per_incarnation: int = 2) -
             points.append(POINTS[(i + 2) % len(POINTS)])
         external = []
         for _ in range(externals_per_incarnation):
-            external.append(EXTERNAL[ext % len(EXTERNAL)])
+            external.append(rotation[ext % len(rotation)])
             ext += 1
         end = "rerun_batch" if i % 3 == 2 else "driver_kill"
         delays = tuple(round(rng.uniform(0.2, 3.0), 2) for _ in range(len(external) + 1))

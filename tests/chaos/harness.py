@@ -1,8 +1,12 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
-    python tests/chaos/harness.py [--records 100000] [--incarnations 8] [--seed 1]
+    python tests/chaos/harness.py [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
                                   [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
                                   [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
+
+`--brokers 3`: a replicated cluster (three brokers and a controller of its own, replication factor 3 for
+every topic, min.insync.replicas 2); broker restarts become coordinator kills, leader kills, two brokers
+down at once and rolling restarts.
 
 Per run (a guarantee x a pipeline, same input, same fault schedule — see faults.py):
     1. a fresh app id and output topic; a read_committed consumer follows the output from the start;
@@ -34,15 +38,16 @@ from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cluster import StandaloneCluster, cpu_ticks, signal_all  # noqa: E402
-from faults import Incarnation, schedule  # noqa: E402
+from faults import BROKER_FAULTS, Incarnation, schedule  # noqa: E402
 
 from eos import testing  # noqa: E402
-from eos._localbroker import LocalBroker, free_port  # noqa: E402
+from eos._localbroker import LocalBroker, LocalCluster, free_port  # noqa: E402
 from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries  # noqa: E402
 
 PIPELINE = HERE / "chaos_pipeline.py"
@@ -127,10 +132,17 @@ class Chaos:
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True)
         self.rng = random.Random(args.seed)
-        self.broker = LocalBroker(self.home / "broker", free_port(), free_port())
+        if args.brokers > 1:
+            self.broker: LocalBroker | LocalCluster = LocalCluster(self.home / "kafka", args.brokers)
+            self.broker_logs = self.broker.home
+        else:
+            self.broker = LocalBroker(self.home / "broker", free_port(), free_port())
+            self.broker_logs = self.broker.log_dir
         self.cluster = StandaloneCluster(self.home / "spark")
         self.bootstrap = self.broker.bootstrap_servers
         self.source = "chaos-in"
+        self.app_id = self.output = ""
+        self.stateful = False
         self.sent: dict[int, list[bytes]] = {}
         self.restarts = 0
         self.live: LiveChecker | None = None
@@ -180,6 +192,12 @@ class Chaos:
         if fault == "executor_kill":
             executors = self.cluster.executors()
             return bool(executors) and signal_all([self.rng.choice(executors).pid], signal.SIGKILL) == 1
+        if fault in BROKER_FAULTS - {"broker_restart"}:
+            done = self._cluster_fault(fault)
+            self.restarts += done
+            if self.live is not None:
+                self.live.reconnect()
+            return done
         if fault == "broker_restart":
             if self.restarts % 2:
                 self.broker.kill()  # a crash: the broker recovers its logs on start
@@ -209,13 +227,80 @@ class Chaos:
             return True
         raise ValueError(fault)
 
+    # -- faults of a replicated cluster -----------------------------------------------------------------
+
+    def _leader(self, topic: str, partition: int) -> int:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader
+
+    def _coordinator(self) -> int:
+        """The broker leading the __transaction_state partition of one of the app's transactional ids
+        (Kafka places an id by the absolute value of its Java hash code, modulo the partition count)."""
+        tid = f"{self.app_id}:{self.source}:{self.rng.randrange(self.args.partitions)}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        state = admin.list_topics("__transaction_state", timeout=30).topics["__transaction_state"]
+        return state.partitions[java_abs(java_hash(tid)) % len(state.partitions)].leader
+
+    def _wait_full_isr(self, timeout: float = 180) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                topics = admin.list_topics(timeout=10).topics.values()
+                if all(len(p.isrs) == len(p.replicas) for t in topics for p in t.partitions.values()):
+                    return
+            except Exception:  # noqa: BLE001 - brokers are coming back; the deadline bounds this
+                pass
+            time.sleep(0.5)
+        log(f"  replicas still out of sync after {timeout}s")
+
+    def _cluster_fault(self, fault: str) -> bool:
+        cluster = self.broker
+        assert isinstance(cluster, LocalCluster)
+        if fault in ("coordinator_kill", "leader_kill"):
+            if fault == "coordinator_kill":
+                self._busy_python_worker()  # tasks are writing: commits are near
+                victim, what = self._coordinator(), "the app's transaction coordinator"
+            else:
+                topic = self.output
+                if self.stateful and self.rng.random() < 0.5:
+                    topic = f"{self.app_id}-{self.source}-counts-changelog"
+                partition = self.rng.randrange(self.args.partitions)
+                victim, what = self._leader(topic, partition), f"leader of {topic}/{partition}"
+            if victim < 0:
+                return False
+            cluster.node(victim).kill()
+            log(f"  {fault}: broker {victim}, {what}, SIGKILLed; started again 3 s later")
+            time.sleep(3)
+            cluster.node(victim).up()
+        elif fault == "two_down":
+            first, second = self.rng.sample(cluster.nodes, 2)
+            first.kill()
+            second.down()
+            log(f"  two_down: brokers {first.node_id} (killed) and {second.node_id} (stopped) for 15s")
+            time.sleep(15)  # below min.insync.replicas: produce, offsets and commits cannot complete
+            first.start()
+            second.start()
+            first._wait_ready(120)
+            second._wait_ready(120)
+        elif fault == "rolling_restart":
+            for node in cluster.nodes:
+                node.down()
+                node.up()
+                self._wait_full_isr()
+            log("  rolling_restart: every broker in turn")
+        else:
+            raise ValueError(fault)
+        self._wait_full_isr()
+        return True
+
     def zombies_fenced(self) -> int:
         """Task attempts eos found fenced (their executor logs say so)."""
         return grep_count(self.cluster.home, "stderr", "this attempt is a zombie")
 
     def timed_out_transactions(self) -> int:
         """Transactions the broker aborted because they outlived transaction.timeout.ms."""
-        return grep_count(self.broker.log_dir, "server.log*", "due to timeout")
+        return grep_count(self.broker_logs, "server.log*", "due to timeout")
 
     # -- one run ---------------------------------------------------------------------------------------
 
@@ -226,6 +311,7 @@ class Chaos:
         events = run_dir / "events"
         events.mkdir(parents=True)
         app_id, output = f"chaos-{name}", f"chaos-out-{name}"
+        self.app_id, self.output, self.stateful = app_id, output, stateful
         testing.create_topic(self.bootstrap, output, self.args.partitions)
         counts = testing.expected_running_counts(self.sent) if stateful else None
         live = LiveChecker(
@@ -432,6 +518,19 @@ def grep_count(root: Path, name: str, text: str) -> int:
     return count
 
 
+def java_hash(text: str) -> int:
+    """java.lang.String.hashCode (32-bit, signed) of an ASCII string."""
+    h = 0
+    for ch in text:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def java_abs(n: int) -> int:
+    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 def log(text: str) -> None:
     print(f"[chaos {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -498,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--brokers", type=int, default=1, help="3: a replicated cluster")
     parser.add_argument("--incarnations", type=int, default=8)
     parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
     parser.add_argument("--max-offsets", type=int, default=1_500)
@@ -511,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="reports/chaos.json")
     args = parser.parse_args(argv)
 
-    plan = schedule(args.seed, args.incarnations, args.externals)
+    plan = schedule(args.seed, args.incarnations, args.externals, cluster=args.brokers > 1)
     chaos = Chaos(args)
     started = time.monotonic()
     runs = []
@@ -529,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "records": args.records,
         "partitions": args.partitions,
+        "brokers": args.brokers,
         "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
         "schedule": [
             {"crash_points": list(i.crash_points), "external": list(i.external), "end": i.end} for i in plan

@@ -62,6 +62,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         port=free_port(),
         controller_port=free_port(),
         sasl_port=free_port(),  # SASL/PLAIN with ACLs beside the PLAINTEXT listener (test_security.py)
+        # Apache's default, which brokers in the field keep: a client's metadata request for a missing
+        # topic creates it. eos must never do that (test_bad_input.py checks).
+        overrides={"auto.create.topics.enable": "true"},
     )
     local.up()
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from conftest import group_offsets
 from pyspark.sql import functions as F
 
@@ -96,9 +97,10 @@ def test_missing_output_topic_from_column_aborts_and_names_the_record(
     spark, bootstrap, committed_half, names
 ):
     config, source, output, _ = committed_half
-    by_column = eos.Config(
+    by_column = eos.Config(  # the same output_topic (the offsets' stamp), records routed by a column
         bootstrap_servers=bootstrap,
         app_id=config.app_id,
+        output_topic=output,
         output_topic_column="target",
         processing_guarantee="exactly_once",
     )
@@ -112,6 +114,9 @@ def test_missing_output_topic_from_column_aborts_and_names_the_record(
             eos.sink(by_column)(df.withColumn("target", target), batch_id)
 
     _fails_naming_record(spark, bootstrap, committed_half, Routed(), "ProduceError", missing)
+    # The session broker creates topics on a client's metadata request (auto.create.topics.enable=true,
+    # Apache's default): eos must not have asked for one.
+    assert missing not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
 
 def test_missing_configured_output_topic_fails_before_any_transaction(

@@ -77,12 +77,23 @@ def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secur
     """The example pipeline as its own driver process, credentials from EOS_KAFKA_* variables; its
     whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password."""
     local, source, output, app, sent = secured
+    # Spark's event log (SQL plans, the environment, every job) is written too, through spark-defaults.
+    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
+    conf_dir.mkdir()
+    events.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir {events}\nspark.eventLog.compress false\n"
+    )
+    oauth = "principal=alice extension_secretmarker=oauth-marker-5f3a"  # a librdkafka-only secret
     env = {
         "EOS_PROCESSING_GUARANTEE": "exactly_once",
         "EOS_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
         "EOS_KAFKA_SASL_MECHANISM": "PLAIN",
         "EOS_KAFKA_SASL_USERNAME": "alice",
         "EOS_KAFKA_SASL_PASSWORD": SASL_USERS["alice"],
+        "EOS_KAFKA_SASL_OAUTHBEARER_CONFIG": oauth,
+        "EOS_LOG_LEVEL": "debug",
+        "SPARK_CONF_DIR": str(conf_dir),
     }
     summaries = tmp_path / "summaries.jsonl"
     proc = start_pipeline(
@@ -94,7 +105,42 @@ def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secur
     assert result.exactly_once, result
     logs = summaries.with_suffix(".log").read_text()
     assert "partition written" in logs  # the executors' logs are in there
-    assert SASL_USERS["alice"] not in logs
+    event_logs = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
+    assert "SparkListenerSQLExecutionStart" in event_logs  # the query plans are in there
+    for secret in (SASL_USERS["alice"], "oauth-marker-5f3a"):
+        assert secret not in logs, f"{secret!r} in the driver's, JVM's or workers' output"
+        assert secret not in event_logs, f"{secret!r} in Spark's event log (plans, environment)"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.password",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl_key",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.truststore.password",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.kerberos.kinit.cmd",
+    ],
+)
+def test_every_secret_bearing_setting_is_hidden_from_reprs_and_spark_plans(key):
+    """librdkafka's sensitive properties and the Java client's PASSWORD configs (see eos/config.py)."""
+    import re
+
+    from eos.config import SPARK_REDACTION_REGEX
+
+    marker = "value-that-must-not-show"
+    config = eos.Config(bootstrap_servers="b:1", app_id="a", output_topic="o", kafka={key: marker})
+    assert marker not in repr(config)
+    assert re.search(SPARK_REDACTION_REGEX, f"kafka.{key}"), "Spark would print this option's value"
 
 
 def test_wrong_password_fails_fast_with_a_clear_error(spark, secured, capfd):

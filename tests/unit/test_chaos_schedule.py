@@ -27,6 +27,25 @@ def test_schedule_arms_every_crash_point_and_every_external_fault():
         assert not (set(inc.external[1:]) & {"zombie_pause", "executor_pause"})
 
 
+def test_cluster_schedule_has_every_cluster_fault_and_no_single_broker_restart():
+    plan = faults.schedule(seed=1, incarnations=8, cluster=True)
+    external = [f for inc in plan for f in inc.external]
+    assert "broker_restart" not in external
+    assert set(external) == set(faults.CLUSTER_EXTERNAL)
+    assert external.count("coordinator_kill") >= 2
+    assert sum(f in faults.BROKER_FAULTS for f in external) >= 3
+    for inc in plan[:-1]:
+        assert not (set(inc.external[1:]) & {"zombie_pause", "executor_pause"})
+
+
+def test_transaction_coordinator_placement_uses_javas_string_hash():
+    # Values of java.lang.String.hashCode, as Kafka's TransactionStateManager uses them.
+    assert harness.java_hash("") == 0
+    assert harness.java_hash("hello") == 99162322
+    assert harness.java_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE
+    assert harness.java_abs(-(1 << 31)) == 0 and harness.java_abs(-7) == 7
+
+
 def test_schedule_is_a_function_of_the_seed():
     assert faults.schedule(5, 4) == faults.schedule(5, 4)
     assert faults.schedule(5, 4) != faults.schedule(6, 4)

@@ -96,6 +96,7 @@ class QueueingProducer:
         self.full: set[bytes] = set()  # values whose first produce() finds the queue full
         self.produce_calls = 0
         self.callbacks: list = []
+        self.hold = False  # poll() serves nothing (reports still in librdkafka's queue)
 
     def produce(
         self, topic, value, key=None, partition=-1, callback=None, on_delivery=None, timestamp=0, headers=None
@@ -110,6 +111,8 @@ class QueueingProducer:
         self.queued.append((topic, value, key, partition, headers, callback))
 
     def poll(self, timeout=None) -> int:
+        if self.hold:
+            return len(self.queued)
         for topic, value, key, partition, headers, callback in self.queued:
             err = self.fail.get(value)
             if err is None:
@@ -220,20 +223,78 @@ def test_per_record_topics_partitions_and_headers(monkeypatch):
     assert fake.delivered == [("other", b"a", None, 3, [("h", b"1")]), ("out", b"b", None, -1, None)]
 
 
+class FakeFuture:
+    def __init__(self, result=None, error: KafkaError | None = None) -> None:
+        self._result, self._error = result, error
+
+    def result(self, timeout=None):
+        if self._error is not None:
+            raise KafkaException(self._error)
+        return self._result
+
+
+class DescribingAdmin:
+    """The admin client's DescribeTopics: `topics` maps a name to its authorized operations."""
+
+    def __init__(self, topics: dict) -> None:
+        self.topics = topics
+        self.asked: list[str] = []
+
+    def describe_topics(self, collection, request_timeout=None, include_authorized_operations=False):
+        assert include_authorized_operations
+        (name,) = collection.topic_names
+        self.asked.append(name)
+        if name not in self.topics:
+            return {
+                name: FakeFuture(error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, "Broker: Unknown topic"))
+            }
+        description = type("TopicDescription", (), {"authorized_operations": self.topics[name]})()
+        return {name: FakeFuture(description)}
+
+
+def test_topic_checks_ask_the_admin_client_never_the_producers_metadata(monkeypatch):
+    """A producer's metadata request for a missing topic creates it where auto.create.topics.enable is
+    on; DescribeTopics does not. Each topic is looked up once."""
+    from confluent_kafka.admin import AclOperation
+
+    producer, fake = _bulk(monkeypatch)
+    producer._known_topics.clear()
+    admin = DescribingAdmin({"out": [AclOperation.WRITE, AclOperation.READ], "other": [AclOperation.READ]})
+    monkeypatch.setattr(_producer._clients, "admin", lambda config: admin)
+    fake.list_topics = lambda *a, **k: pytest.fail("the producer must not request metadata of a topic")
+    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    producer.produce_outputs(_outputs([b"c"]), "in", 0)
+    assert admin.asked == ["out"]
+    with pytest.raises(ProduceError, match="no WRITE permission") as info:
+        producer.produce_outputs(_outputs([b"x"], topic="other"), "in", 0)
+    assert info.value.offset == 100
+
+
 def test_missing_topic_of_a_process_batch_output_names_the_call(monkeypatch):
     producer, _ = _bulk(monkeypatch)
-    monkeypatch.setattr(
-        producer,
-        "_producer",
-        type("NoTopics", (), {"list_topics": lambda self, topic, timeout: _no_topics()})(),
-    )
+    monkeypatch.setattr(_producer._clients, "admin", lambda config: DescribingAdmin({}))
     outputs = Outputs(values=[b"a"], topic="typo", first=40, last=49)
     with pytest.raises(ProduceError) as info:
         producer.produce_outputs(outputs, "in", 0)
     assert info.value.offset == 40
-    assert "'typo' is not available" in str(info.value)
+    assert "'typo' is not available: it does not exist" in str(info.value)
     assert "process_batch over input offsets 40-49" in str(info.value)
 
 
-def _no_topics():
-    return type("Metadata", (), {"topics": {}})()
+def test_reports_purged_by_an_abort_do_not_fail_the_next_transaction(monkeypatch):
+    """abort_transaction purges what is still queued; those _PURGE_QUEUE reports arrive at the next
+    poll and belong to the aborted transaction (seen for real: the isolation of a refused record failed
+    with "Purged in queue" on its second, healthy write)."""
+    producer, fake = _bulk(monkeypatch)
+    purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+    producer.exact = True
+    fake.fail.update({b"a": purged, b"b": purged})
+    fake.hold = True
+    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    fake.abort_transaction = lambda timeout=None: None
+    fake.hold = False  # the purged reports are served at the first poll after the abort
+    producer.abort_transaction()
+    fake.fail.clear()
+    producer.produce_outputs(_outputs([b"c"], offsets=[102]), "in", 0)
+    producer.flush_and_check("in", 0)
+    assert [v for _, v, *_ in fake.delivered] == [b"c"]

@@ -60,7 +60,8 @@ class FakeChangelogs:
 def changelogs(monkeypatch) -> FakeChangelogs:
     fake = FakeChangelogs()
 
-    def ensure(config, input_topic, store):
+    def ensure(config, input_topic, store, partition=0):
+        assert partition == PARTITION, "the changelog must be checked for the task's own partition"
         fake.ensured.append((input_topic, store))
         return changelog_topic(config, input_topic, store)
 
@@ -448,6 +449,9 @@ class FakeError:
     def code(self) -> int:
         return self._code
 
+    def str(self) -> str:
+        return f"error {self._code}"
+
 
 class FakeMessage:
     def __init__(self, offset, key=None, value=None, input_offset=None, error=None) -> None:
@@ -473,15 +477,16 @@ class FakeMessage:
 class FakeConsumer:
     """A read_committed changelog partition: records at their offsets, then commit markers up to `high`."""
 
-    def __init__(self, records: list[tuple[int, bytes, bytes | None, int]], high: int) -> None:
+    def __init__(self, records: list[tuple[int, bytes, bytes | None, int]], high: int, low: int = 0) -> None:
         self.records = records  # (offset, key, value, input offset)
         self.high = high
+        self.low = low
         self.position: int | None = None
         self.assigned: list[tuple[str, int, int]] = []
         self.unassigned = 0
 
     def get_watermark_offsets(self, tp, timeout=None, cached=False):
-        return 0, self.high
+        return self.low, self.high
 
     def assign(self, tps):
         self.assigned += [(tp.topic, tp.partition, tp.offset) for tp in tps]
@@ -492,6 +497,8 @@ class FakeConsumer:
 
     def consume(self, num_messages=1, timeout=-1):
         assert self.position is not None, "consume before assign"
+        if self.position < self.low:  # as librdkafka with auto.offset.reset=error
+            return [FakeMessage(self.position, error=FakeError(KafkaError._AUTO_OFFSET_RESET))]
         batch = [FakeMessage(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
         if batch:
             self.position = batch[-1].offset() + 1
@@ -503,13 +510,13 @@ class FakeConsumer:
 @pytest.fixture
 def consumer(monkeypatch):
     holder: dict[str, FakeConsumer] = {}
-    monkeypatch.setattr(_recovery, "ensure_changelog", lambda config, topic, store: None)
+    monkeypatch.setattr(_recovery, "ensure_changelog", lambda config, topic, store, partition=0: None)
     monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_clients, "watermark_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_crash, "_ARMED", frozenset())
 
-    def install(records, high) -> FakeConsumer:
-        holder["consumer"] = FakeConsumer(records, high)
+    def install(records, high, low=0) -> FakeConsumer:
+        holder["consumer"] = FakeConsumer(records, high, low)
         return holder["consumer"]
 
     return install
@@ -591,5 +598,38 @@ def test_local_store_ahead_of_its_changelog_is_not_trusted(tmp_path, consumer):
     try:
         state.open(committed_input=None)
         assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+    finally:
+        state.close()
+
+
+def test_a_changelog_that_now_begins_after_the_local_offset_is_restored_from_its_beginning(
+    tmp_path, consumer
+):
+    """DeleteRecords (or a retention) moved the changelog's start past the store's checkpoint: rolling
+    forward is impossible, and a consumer would jump to the end and leave stale state marked clean."""
+    seed(tmp_path, "counts", {b"a": b"1", b"stale": b"x"}, offset=2)
+    fake = consumer([(5, b"a", b"7", 9), (6, b"b", b"8", 10)], high=8, low=5)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=11)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 5)]
+        assert dict(state.view.store("counts").items()) == {b"a": b"7", b"b": b"8"}, "wiped, then rebuilt"
+        assert state.stores["counts"].local_offset() == 8
+    finally:
+        state.close()
+
+
+def test_an_offset_that_leaves_the_changelog_during_the_restore_is_an_error_not_a_jump(tmp_path, consumer):
+    fake = consumer([(5, b"a", b"7", 9)], high=8, low=0)
+
+    def moved(tps):  # DeleteRecords runs between the watermark query and the fetch
+        fake.assigned += [(tp.topic, tp.partition, tp.offset) for tp in tps]
+        fake.position, fake.low = tps[0].offset, 5
+
+    fake.assign = moved
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        with pytest.raises(eos.RetriableError, match="no longer in the changelog"):
+            state.open(committed_input=None)
     finally:
         state.close()

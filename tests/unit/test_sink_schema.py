@@ -104,7 +104,7 @@ def test_schema_error_is_raised_before_the_broker_or_spark_is_touched(monkeypatc
     sink = eos.sink(config())
     with pytest.raises(eos.BatchSchemaError):
         sink(batch, 0)
-    assert sink.history == []
+    assert not sink.history
 
 
 def test_with_process_value_is_not_required_and_all_columns_are_kept():

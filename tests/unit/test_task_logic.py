@@ -81,6 +81,7 @@ class FakeProducer:
         self.exact = False
         self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
         self.undeliverable: set[int] = set()  # input offsets whose outputs the broker refuses
+        self.batch_refusal = False  # a refusal fails every output of the transaction, not just its own
 
     def _step(self, name: str, queue: list | None = None) -> None:
         self.calls.append(name)
@@ -128,8 +129,14 @@ class FakeProducer:
         if refused:
             if not self.exact:
                 raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
+            if self.batch_refusal:  # as a broker does: the whole record batch fails with the culprit
+                refused = sorted({o for _, _, o in self.open})
             raise eos.ProduceError(
-                "refused by the broker", topic=in_topic, partition=in_partition, offset=refused[0]
+                "refused by the broker",
+                topic=in_topic,
+                partition=in_partition,
+                offset=refused[0],
+                candidates=tuple(refused),
             )
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
@@ -558,6 +565,37 @@ def test_bulk_delivery_failure_is_redone_record_by_record_to_name_the_record(kaf
     assert kafka.values() == [value(o) for o in range(4)]  # the transaction before it stays committed
     assert kafka.offsets == {(IN, 0): 4}
     assert (t.stats.aborted, t.stats.redos) == (2, 1)
+
+
+def test_a_refusal_that_hits_a_whole_record_batch_is_narrowed_to_the_record_refused_alone(kafka):
+    cfg = config(commit_every=100)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.undeliverable, producer.batch_refusal = {6}, True
+    t = task(cfg)
+    with pytest.raises(eos.ProduceError) as info:
+        t.run([rows(range(10))])
+    assert info.value.offset == 6 and info.value.candidates == (6,)
+    # bulk, then record by record (all 10 refused together), then each suspect alone up to the culprit
+    assert producer.exact_rows == list(range(10)) + list(range(7))
+    assert kafka.outputs == [] and kafka.offsets == {}
+    assert "commit" not in producer.calls, "every transaction of the search was aborted"
+
+
+def test_a_suspect_whose_write_is_purged_is_written_again_not_taken_as_accepted(kafka):
+    """librdkafka 2.12 purges the first record produced after an abort that followed a refused batch
+    (_PURGE_QUEUE): that is no verdict on the suspect."""
+    cfg = config(commit_every=100)
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.undeliverable, producer.batch_refusal = {2}, True
+    purged = eos.TransactionAbortableError("delivery to 'out' failed: Local: Purged in queue")
+    # flushes: bulk, record by record, then suspect 0 (purged), 0 again, 1, 2
+    producer.fail["flush"] = [None, None, purged]
+    t = task(cfg)
+    with pytest.raises(eos.ProduceError) as info:
+        t.run([rows(range(5))])
+    assert info.value.offset == 2 and info.value.candidates == (2,)
+    assert producer.exact_rows == list(range(5)) + [0, 0, 1, 2]
+    assert kafka.outputs == [] and "commit" not in producer.calls
 
 
 def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_is_bulk_again(kafka):

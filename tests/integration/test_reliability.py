@@ -1,0 +1,310 @@
+"""Holes a reliability review found, each made to happen for real (real broker, real Spark): offsets
+committed by something else, a changelog whose beginning moved, a changelog that cannot back its store,
+input partitions added under a running query, a record the broker (not the client) refuses, a
+`process` slower than transaction.timeout.ms, and a producer per input partition kept without bound."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+from conftest import finish, group_offsets, run_query, start_pipeline
+
+import eos
+from eos import _offsets, cli, testing
+from eos._arrow import Layout
+from eos._task import Job, run_partition
+from eos.testing import descendants, read_summaries
+
+
+def _exactly_once(bootstrap, app_id, output, **kw) -> eos.Config:
+    return eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app_id,
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        **kw,
+    )
+
+
+# -- committed offsets that eos did not commit -----------------------------------------------------
+
+
+def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped(
+    spark, bootstrap, names, tmp_path
+):
+    """2,000 records written, 1,000 more produced; a plain consumer reusing the group id commits partition
+    0 to its end. Before eos stamped its offsets, the next run exited 0 and 500 records never reached
+    the output."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    sent = testing.produce_sequence(bootstrap, source, 2, 1_000)
+    config = _exactly_once(bootstrap, names("app"), output)
+    run_query(spark, config, [source], tmp_path / "ckpt")
+    more = testing.produce_sequence(bootstrap, source, 2, 500, start=1_000)
+    stamped = _offsets.committed_entries(config, [(source, 0), (source, 1)])
+    assert {tp: e.metadata for tp, e in stamped.items()} == dict.fromkeys(stamped, _offsets.stamp(config))
+
+    intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
+    intruder.commit(offsets=[TopicPartition(source, 0, 1_500)], asynchronous=False)
+    intruder.close()
+
+    with pytest.raises(eos.ForeignOffsetError) as info:
+        run_query(spark, config, [source], tmp_path / "ckpt")
+    err = info.value
+    assert (err.group, err.topic, err.partition, err.offset) == (config.app_id, source, 0, 1_500)
+    assert f"{source}/0" in str(err) and "1500" in str(err)
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert len(records) == 2_000 and hanging == [], "nothing was written"
+    entries = _offsets.committed_entries(config, [(source, 0), (source, 1)])
+    assert {tp: e.offset for tp, e in entries.items()} == {(source, 0): 1_500, (source, 1): 1_000}
+
+    # The operator puts the offset back where eos was: `eos offsets reset` stamps what it writes.
+    target = json.dumps({source: {"0": 1_000}})
+    assert (
+        cli.main(
+            ["--bootstrap-servers", bootstrap, "offsets", "reset", "--app", config.app_id, "--to", target]
+        )
+        == 0
+    )
+    run_query(spark, config, [source], tmp_path / "ckpt")
+    for partition, values in more.items():
+        sent[partition].extend(values)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result
+
+
+def test_accept_foreign_offsets_trusts_them(spark, bootstrap, names, tmp_path):
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    testing.produce_sequence(bootstrap, source, 1, 100)
+    config = _exactly_once(bootstrap, names("app"), output, accept_foreign_offsets=True)
+    intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
+    intruder.commit(offsets=[TopicPartition(source, 0, 60)], asynchronous=False)
+    intruder.close()
+    sink = run_query(spark, config, [source], tmp_path / "ckpt")
+    assert sum(s.records_out for s in sink.history) == 40, "rows below the foreign offset are skipped"
+    assert group_offsets(config, source, 1) == {0: 100}
+
+
+# -- changelogs ------------------------------------------------------------------------------------
+
+
+def _stateful(bootstrap, app_id, output, state_dir, **kw) -> eos.Config:
+    return _exactly_once(bootstrap, app_id, output, state_dir=str(state_dir), **kw)
+
+
+def _count(spark, config, source, checkpoint):
+    sink = eos.sink(config, testing.count_per_key, stores={"counts": "json"})
+    return run_query(spark, config, [source], checkpoint, sink=sink)
+
+
+def test_a_changelog_whose_start_moved_past_the_store_is_restored_from_its_beginning(
+    spark, bootstrap, names, tmp_path
+):
+    """Host A's store is checkpointed at offset c; host B carries on and writes the changelog further;
+    then everything before B's last transaction leaves the changelog (DeleteRecords, as a retention on a
+    `compact,delete` changelog would). Back on A, a consumer positioned at c would jump to the end
+    (auto.offset.reset) and leave A's store stale but marked clean."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    # Kafka refuses DeleteRecords on a compact-only topic; compact,delete (a changelog with retention,
+    # which eos accepts) allows it.
+    changelog = f"{app_id}-{source}-counts-changelog"
+    testing.create_topic(bootstrap, changelog, 2, config={"cleanup.policy": "compact,delete"})
+    sent = testing.produce_sequence(bootstrap, source, 2, 200)  # every key (k0..k96) at least twice
+    _count(spark, _stateful(bootstrap, app_id, output, tmp_path / "host-a"), source, checkpoint)
+    more = testing.produce_sequence(bootstrap, source, 2, 400, start=200)
+    b = _stateful(bootstrap, app_id, output, tmp_path / "host-b", commit_every=200)
+    _count(spark, b, source, checkpoint)  # two transactions per partition, each writing every key
+
+    cut = {}
+    for partition in range(2):  # the first changelog record of B's second transaction (input >= 400)
+        records, _ = testing.read_topic(bootstrap, changelog, isolation="read_uncommitted", timeout=30)
+        offsets = [
+            r.offset
+            for r in records
+            if r.partition == partition and int(dict(r.headers)["eos.input.offset"]) >= 400
+        ]
+        cut[partition] = min(offsets)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(changelog, p, o) for p, o in cut.items()])
+    for future in futures.values():
+        future.result(30)
+
+    last = testing.produce_sequence(bootstrap, source, 2, 100, start=600)
+    _count(spark, _stateful(bootstrap, app_id, output, tmp_path / "host-a"), source, checkpoint)
+    for extra in (more, last):
+        for partition, values in extra.items():
+            sent[partition].extend(values)
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(
+        testing.flatten(sent), records, hanging, running_counts=testing.expected_running_counts(sent)
+    )
+    assert result.exactly_once, result  # state_mismatches counts stale running totals
+
+
+def test_a_changelog_that_is_not_compacted_or_too_small_is_refused(spark, bootstrap, names, tmp_path):
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    testing.produce_sequence(bootstrap, source, 2, 10)
+    changelog = f"{app_id}-{source}-counts-changelog"
+    testing.create_topic(bootstrap, changelog, 2, config={"cleanup.policy": "delete"})
+    config = _stateful(bootstrap, app_id, output, tmp_path / "state")
+    with pytest.raises(Exception, match="ChangelogError") as info:
+        _count(spark, config, source, tmp_path / "ckpt")
+    assert "cleanup.policy=delete" in str(info.value) and changelog in str(info.value)
+    records, _ = testing.read_topic(bootstrap, output, timeout=10)
+    assert records == []
+
+    with pytest.raises(eos.ConfigError, match="cleanup.policy"):
+        _stateful(bootstrap, app_id, output, tmp_path, changelog_topic_config={"cleanup.policy": "delete"})
+
+
+def test_input_partitions_added_under_a_running_stateful_query_stop_it_clearly(
+    spark, bootstrap, names, tmp_path
+):
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    testing.produce_sequence(bootstrap, source, 2, 50)
+    config = _stateful(bootstrap, app_id, output, tmp_path / "state")
+    _count(spark, config, source, tmp_path / "ckpt")  # creates a 2-partition changelog
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(source, 3)])[source].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(source, b"in|2|0", b"k0", partition=2)
+    assert producer.flush(30) == 0
+    with pytest.raises(Exception, match="ChangelogError") as info:
+        _count(spark, config, source, tmp_path / "ckpt")
+    message = str(info.value)
+    assert f"{app_id}-{source}-counts-changelog" in message and "has 2 partitions" in message
+    assert "partition 2" in message
+
+
+# -- a record the broker refuses -------------------------------------------------------------------
+
+
+def test_a_record_the_broker_refuses_is_named_and_nothing_is_visible(spark, bootstrap, names, tmp_path):
+    """The output topic takes records of at most 1,000 bytes; one input record of 2,000 bytes sits among
+    small ones. librdkafka sends it (its own limit is 1 MB), and the broker refuses the whole record
+    batch it travels in: eos must name that record, not the first of its batch."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1, config={"max.message.bytes": "1000"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(40):
+        producer.produce(source, b"x" * (2_000 if i == 25 else 50), b"k", partition=0)
+    assert producer.flush(30) == 0
+    config = _exactly_once(bootstrap, names("app"), output)
+    with pytest.raises(Exception, match="ProduceError") as info:
+        run_query(spark, config, [source], tmp_path / "ckpt")
+    message = str(info.value)
+    assert f"input record {source}/0@25" in message, message[-2000:]
+    assert "too large" in message.lower()
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == [] and hanging == []
+    assert group_offsets(config, source, 1) == {0: None}
+
+
+# -- a process slower than the transaction may be open ---------------------------------------------
+
+
+def test_a_process_slower_than_the_transaction_timeout_is_told_apart_from_a_zombie(bootstrap, names):
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    config = _exactly_once(
+        bootstrap, names("app"), output, transaction_timeout_ms=2_000, commit_interval_ms=1_000
+    )
+
+    def slow(row, state):
+        if row.offset == 3:
+            time.sleep(9)  # the broker aborts transactions older than 2 s (it looks every 5 s)
+        return row.value
+
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array([source] * 5),
+            "partition": pa.array([0] * 5, pa.int32()),
+            "offset": pa.array(range(5), pa.int64()),
+            "value": pa.array([b"v%d" % i for i in range(5)]),
+        }
+    )
+    started = time.monotonic()
+    with pytest.raises(eos.TransactionTimeoutError) as info:
+        list(run_partition(Job(config, 0, Layout(), process=slow), iter([batch])))
+    message = str(info.value)
+    assert f"{source}/0" in message and "transaction_timeout_ms (2000)" in message
+    assert "process faster" in message
+    assert time.monotonic() - started < 60, "a clear error, not retries until the query dies"
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == [] and hanging == []
+
+
+def test_a_transaction_timeout_above_the_brokers_limit_is_a_config_error_at_start(spark, bootstrap, names):
+    config = _exactly_once(  # the broker's transaction.max.timeout.ms is 900000
+        bootstrap, names("app"), names("out"), transaction_timeout_ms=3_600_000
+    )
+    testing.create_topic(bootstrap, config.output_topic, 1)
+    empty = spark.createDataFrame([], "topic string, partition int, offset long, value binary")
+    with pytest.raises(eos.ConfigError, match="transaction.max.timeout.ms \\(900000\\)"):
+        eos.sink(config)(empty, 0)
+
+
+# -- producers kept per Python worker --------------------------------------------------------------
+
+
+def _workers_of(root: int) -> dict[int, tuple[int, int]]:
+    """The PySpark Python workers under process `root`: pid -> (threads, RSS in KiB)."""
+    out = {}
+    for proc in descendants(root):
+        if "pyspark.daemon" not in proc.cmdline and "pyspark.worker" not in proc.cmdline:
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        out[proc.pid] = (int(fields["Threads"]), int(fields["VmRSS"].split()[0]))
+    return out
+
+
+def test_producers_kept_per_worker_stay_bounded_with_64_input_partitions(bootstrap, names, tmp_path):
+    """64 input partitions, 4 batches: each Python worker sees most partitions. One producer kept per
+    partition ever seen was ~5 threads and a few MiB each, forever; the cache keeps at most 8 here."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 64)
+    testing.create_topic(bootstrap, output, 4)
+    sent = testing.produce_sequence(bootstrap, source, 64, 20)
+    summaries = tmp_path / "summaries.jsonl"
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_MAX_PRODUCERS_PER_WORKER": "8"}
+    proc = start_pipeline(
+        bootstrap, names("app"), source, output, tmp_path / "ckpt", summaries, env, max_offsets=320
+    )
+    peak: dict[int, tuple[int, int]] = {}
+    while proc.running():
+        for pid, (threads, rss) in _workers_of(proc.proc.pid).items():
+            old = peak.get(pid, (0, 0))
+            peak[pid] = (max(old[0], threads), max(old[1], rss))
+        time.sleep(0.2)
+    finish(proc)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result
+    assert len(read_summaries(summaries)) == 4
+    print(f"peak threads and RSS (KiB) of each Python worker over 256 partition tasks: {peak}")
+    assert peak, "no Python worker was seen"
+    for threads, rss in peak.values():
+        # 8 producers of ~5 threads, the admin and group clients, PySpark's own: ~60. One producer per
+        # partition ever seen would be 64 x ~5 on a worker that saw them all.
+        assert threads <= 100, peak
+        assert rss < 600 * 1024, peak
