@@ -55,7 +55,8 @@ lint: setup
 	$(BIN)/ruff format --check eos tests examples bench
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; see
-# tests/chaos/harness.py for the knobs (CHAOS_ARGS="--records 200000 --seed 3"). Writes reports/chaos.json.
+# tests/chaos/harness.py for the knobs (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3" runs
+# it on a replicated 3-broker cluster. Writes reports/chaos.json.
 CHAOS_ARGS ?=
 chaos: setup
 	$(BIN)/python tests/chaos/harness.py $(CHAOS_ARGS)
