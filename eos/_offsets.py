@@ -100,18 +100,24 @@ def _foreign_message(config: Config, topic: str, partition: int, entry: Committe
     )
 
 
-def committed(config: Config, tps: Iterable[tuple[str, int]], log=None) -> dict[tuple[str, int], int | None]:
+def committed(
+    config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True
+) -> dict[tuple[str, int], int | None]:
     """Committed offset per (topic, partition), or None where the group has none; an offset this app
     did not commit raises ForeignOffsetError (see `check_stamps`).
 
-    require_stable: while a transaction that carries offsets for a partition is still open, the broker
-    answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset that may be about to change.
+    stable (require_stable): while a transaction that carries offsets for a partition is still open, the
+    broker answers UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset that may be about to change.
+    A task needs that (it skips the rows below the offset). Where a lower offset is merely safe, as for
+    where Spark starts reading, stable=False returns the last committed offset at once: after a crash
+    between send_offsets and commit, the open transaction would otherwise hold the answer back until a
+    task fences it or transaction.timeout.ms aborts it.
     """
-    return check_stamps(config, committed_entries(config, tps, log))
+    return check_stamps(config, committed_entries(config, tps, log, stable))
 
 
 def committed_entries(
-    config: Config, tps: Iterable[tuple[str, int]], log=None
+    config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True
 ) -> dict[tuple[str, int], Committed | None]:
     """Committed offset and its metadata per (topic, partition), or None where the group has none."""
     request = [ConsumerGroupTopicPartitions(config.app_id, [TopicPartition(t, p) for t, p in tps])]
@@ -119,7 +125,7 @@ def committed_entries(
 
     def fetch() -> dict[tuple[str, int], Committed | None]:
         futures = _clients.admin(config).list_consumer_group_offsets(
-            request, require_stable=True, request_timeout=timeout_s
+            request, require_stable=stable, request_timeout=timeout_s
         )
         result = futures[config.app_id].result()
         out: dict[tuple[str, int], Committed | None] = {}

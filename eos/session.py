@@ -121,7 +121,9 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     of truth, so a lost Spark checkpoint does not reprocess committed input), else the configured default."""
     counts = _offsets.require_topics(config, topics, "input")
     tps = [(t, p) for t in topics for p in range(counts[t])]
-    committed = _offsets.committed(config, tps)
+    # Not require-stable: a transaction left open by a crashed driver would hold the answer back for up to
+    # transaction.timeout.ms, and starting below an offset about to commit is safe (tasks skip those rows).
+    committed = _offsets.committed(config, tps, stable=False)
     if all(v is None for v in committed.values()):
         return config.starting_offsets
     default = -2 if config.starting_offsets == "earliest" else -1
