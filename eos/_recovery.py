@@ -61,11 +61,13 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
     metadata = admin.list_topics(timeout=timeout)
-    if name not in metadata.topics:
-        partitions = len(metadata.topics[input_topic].partitions)
+    inputs = metadata.topics.get(input_topic)
+    input_count = len(inputs.partitions) if inputs is not None else None
+    md = metadata.topics.get(name)
+    if md is None:
         new = NewTopic(
             name,
-            partitions,
+            len(metadata.topics[input_topic].partitions),
             config.changelog_replication_factor,
             config={**config.changelog_topic_config, "cleanup.policy": "compact"},
         )
@@ -80,31 +82,36 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
             if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
                 break
             time.sleep(0.1)
-    count = _check_changelog(config, name, input_topic, partition, timeout)
+    count = 0 if md is None or md.error is not None else len(md.partitions)
+    _check_changelog(config, name, count, input_topic, input_count, partition, timeout)
     with _ensure_lock:
         _ensured[name] = count
     return name
 
 
-def _check_changelog(config: Config, name: str, input_topic: str, partition: int, timeout: float) -> int:
-    """An existing changelog must be compacted (a deleting policy loses the state of keys that were not
-    written for a while) and have a partition for `partition`; returns its partition count."""
-    admin = _clients.admin(config)
-    md = admin.list_topics(name, timeout=timeout).topics.get(name)
-    count = 0 if md is None or md.error is not None else len(md.partitions)
+def _check_changelog(
+    config: Config,
+    name: str,
+    count: int,
+    input_topic: str,
+    input_count: int | None,
+    partition: int,
+    timeout: float,
+) -> None:
+    """The changelog (`count` partitions, as the metadata just read says) must have a partition for
+    `partition` and be compacted (a deleting policy loses the state of keys not written for a while)."""
     if partition >= count:
-        inputs = admin.list_topics(input_topic, timeout=timeout).topics.get(input_topic)
-        input_count = len(inputs.partitions) if inputs is not None else "?"
         raise ChangelogError(
             f"changelog {name!r} has {count} partitions, but input topic {input_topic!r} has"
-            f" {input_count} and a row of its partition {partition} needs the state of partition"
-            f" {partition}: partitions were added to the input topic (or the changelog was made too"
-            " small). State is kept per input partition, and a key of an old partition may now land in"
-            " a new one, so eos stops rather than split a key's state, as Kafka Streams does. Start the"
-            " application afresh, or add partitions to the changelog if new input partitions should"
-            " start with empty state."
+            f" {'?' if input_count is None else input_count} and a row of its partition {partition} needs"
+            f" the state of partition {partition}: partitions were added to the input topic (or the"
+            " changelog was made too small). State is kept per input partition, and a key of an old"
+            " partition may now land in a new one, so eos stops rather than split a key's state, as Kafka"
+            " Streams does. Start the application afresh, or add partitions to the changelog if new input"
+            " partitions should start with empty state."
         )
     resource = ConfigResource(ResourceType.TOPIC, name)
+    admin = _clients.admin(config)
     entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
     policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
     if "compact" not in policy.split(","):
@@ -113,7 +120,6 @@ def _check_changelog(config: Config, name: str, input_topic: str, partition: int
             " policy drops the state of keys not written lately, and a restore would return less than"
             f" the store held). Set cleanup.policy=compact on {name!r}."
         )
-    return count
 
 
 class PartitionState:
