@@ -275,6 +275,8 @@ def _workers_of(root: int) -> dict[int, tuple[int, int]]:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
+        if "VmRSS" not in fields:  # exiting (a zombie has no memory left to report)
+            continue
         out[proc.pid] = (int(fields["Threads"]), int(fields["VmRSS"].split()[0]))
     return out
 
