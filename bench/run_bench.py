@@ -540,7 +540,10 @@ class Bench:
         """A store of `restore_keys` keys rebuilt from its changelog into an empty state directory,
         per state mode, interleaved."""
         from eos._log import get_logger
-        from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, ensure_changelog
+        from eos._names import INPUT_OFFSET_HEADER
+        from eos._scope import PartitionScope
+        from eos.state._changelog import ensure_changelog
+        from eos.state._partition import PartitionState
 
         keys = self.args.restore_keys
         source = f"bench-restore-in-{uuid.uuid4().hex[:6]}"
@@ -572,7 +575,8 @@ class Bench:
                 state_dir = self.work / f"restore-{mode}-{uuid.uuid4().hex[:6]}"
                 config = attrs.evolve(base, state_mode=mode, state_dir=str(state_dir))
                 state = PartitionState(
-                    config, {"big": eos.StoreSpec()}, source, 0, get_logger(bench="restore")
+                    PartitionScope(config, source, 0, 0, None, get_logger(bench="restore")),
+                    {"big": eos.StoreSpec()},
                 )
                 t = time.perf_counter()
                 state.open(None)

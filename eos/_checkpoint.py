@@ -29,26 +29,21 @@ from confluent_kafka import TopicPartition
 
 from eos import _crash, _offsets
 from eos._producer import OutputProducer
-from eos._recovery import PartitionState
-from eos.config import Config
+from eos._scope import PartitionScope
+from eos.state._partition import PartitionState
 
 
 class Checkpoint:
+    """One transaction of one input topic-partition (exactly_once), or one offset commit (at_least_once)."""
+
     def __init__(
-        self,
-        config: Config,
-        producer: OutputProducer,
-        topic: str,
-        partition: int,
-        log,
-        state: PartitionState | None = None,
+        self, scope: PartitionScope, producer: OutputProducer, state: PartitionState | None = None
     ) -> None:
-        self.config = config
+        self.scope = scope
+        self.config = config = scope.config
         self.state = state
         self.producer = producer
-        self.topic = topic
-        self.partition = partition
-        self.log = log
+        self.log = log = scope.log
         self.started = time.monotonic()
         self.last_offset: int | None = None
         self.records = 0
@@ -86,12 +81,16 @@ class Checkpoint:
             self.state.produce_changelog(self.producer)
         _crash.abort_point("before_commit")
         # 1. Flush and check every delivery report.
-        self.producer.flush_and_check(self.topic, self.partition)
+        self.producer.flush_and_check(self.scope.topic, self.scope.partition)
         _crash.point("after_produce")
         if self.config.exactly_once:
             # 2. The input offset joins the transaction.
             self.producer.send_offsets(
-                [TopicPartition(self.topic, self.partition, next_offset, _offsets.stamp(self.config))],
+                [
+                    TopicPartition(
+                        self.scope.topic, self.scope.partition, next_offset, _offsets.stamp(self.config)
+                    )
+                ],
                 _offsets.group_metadata(self.config),
                 self.log,
             )
@@ -100,7 +99,7 @@ class Checkpoint:
             self.producer.commit_transaction(self.log)
         else:
             # 3. at_least_once: the offset is committed after the outputs are acknowledged.
-            _offsets.commit(self.config, self.topic, self.partition, next_offset, self.log)
+            _offsets.commit(self.config, self.scope.topic, self.scope.partition, next_offset, self.log)
         _crash.point("after_commit")
         # 4. Local stores and checkpoint files.
         if self.state is not None:

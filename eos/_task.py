@@ -36,21 +36,22 @@ from eos import _arrow, _crash, _offsets, _rows, _worker
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
-from eos._log import get_logger
-from eos._recovery import PartitionState
+from eos._scope import PartitionScope
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
     FatalError,
     FencedError,
+    OutputTypeError,
     ProcessError,
     ProduceError,
     RecordError,
     TransactionAbortableError,
     TransactionTimeoutError,
 )
-from eos.records import OutputTypeError, outputs_of
+from eos.records import outputs_of
 from eos.state import State, StoreSpec
+from eos.state._partition import PartitionState
 
 Process = Callable[[Any, Any], Any]
 ProcessBatch = Callable[[pa.RecordBatch, Any], Any]
@@ -131,21 +132,17 @@ class Job:
 
 
 class PartitionTask:
+    """The protocol for one input topic-partition of one micro-batch (docs/protocol.md, steps 1-8)."""
+
     def __init__(self, job: Job, topic: str, partition: int) -> None:
         self.job = job
-        self.config = config = job.config
+        self.scope = scope = PartitionScope.of(job.config, topic, partition, job.batch_id)
+        self.config = job.config
         self.layout = job.layout
         self.topic = topic
         self.partition = partition
-        tid = config.transactional_id(topic, partition) if config.exactly_once else None
-        self.stats = PartitionStats(topic, partition, tid)
-        self.log = get_logger(
-            app_id=config.app_id,
-            topic=topic,
-            partition=partition,
-            transactional_id=tid,
-            batch_id=job.batch_id,
-        )
+        self.log = scope.log
+        self.stats = PartitionStats(topic, partition, scope.transactional_id)
         self.producer: producers.OutputProducer | None = None
         self.reused = False
         self.committed: int | None = None
@@ -159,21 +156,13 @@ class PartitionTask:
     def run(self, runs: Iterable[pa.RecordBatch]) -> PartitionStats:
         started = time.monotonic()
         try:
-            self._start_producer(reuse=True)  # 2, 3
-            self._read_committed()  # 4
-            if self.job.stores:
-                self.state = PartitionState(
-                    self.config, self.job.stores, self.topic, self.partition, self.log
-                )
-                self.state.open(self.committed)
-                self.view = self.state.view
-                self.stats.restored = self.state.restored
-            _crash.point("before_produce")
+            self._start_incarnation(reuse=True)  # steps 1-4
+            _crash.point("before_produce")  # F1
             for run in runs:
                 self.stats.records_in += run.num_rows
-                run = self._skip(run)  # 4: rows already written open no transaction
+                run = self._skip(run)  # step 5: rows already written open no transaction
                 position = 0
-                while position < run.num_rows:  # 5
+                while position < run.num_rows:  # steps 6, 7
                     room = self.config.commit_every - (self.checkpoint.records if self.checkpoint else 0)
                     chunk = run.slice(position, min(run.num_rows - position, room))
                     position += self._guarded(lambda chunk=chunk: self._write_new(chunk))
@@ -205,24 +194,34 @@ class PartitionTask:
         )
         return self.stats
 
-    def _start_producer(self, reuse: bool) -> None:
+    def _start_incarnation(self, reuse: bool) -> None:
+        """Steps 1-4, and step 5 for the open transaction's kept input: a producer (the worker's kept
+        one if `reuse`, else a fresh one) that has fenced every older incarnation, the committed offset,
+        the state recovered to it. Run at task start and again when a kept producer turns out displaced;
+        the open transaction (if any) is then gone, and its kept input loses the rows now committed."""
+        tid = self.scope.transactional_id
         if reuse:
-            self.producer, self.reused = producers.acquire(self.config, self.stats.transactional_id)
+            self.producer, self.reused = producers.acquire(self.config, tid)
         else:
-            self.producer, self.reused = (
-                producers.OutputProducer(self.config, self.stats.transactional_id),
-                False,
-            )
+            self.producer, self.reused = producers.OutputProducer(self.config, tid), False
         if self.config.exactly_once and not self.producer.initialized:
-            self.producer.init_transactions(self.log, known_topic=self.topic)
-
-    def _read_committed(self) -> None:
-        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)
+            self.producer.init_transactions(self.log, known_topic=self.topic)  # step 2
+        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)  # step 3
         self.committed = offsets.get((self.topic, self.partition))
         self.stats.committed_before = self.committed
+        if self.job.stores:  # step 4
+            if self.state is None:
+                self.state = PartitionState(self.scope, self.job.stores)
+                self.state.open(self.committed)
+                self.view = self.state.view
+            else:
+                self.state.reopen(self.committed)
+            self.stats.restored = self.state.restored
+        self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
+        self.checkpoint = None
 
     def _guarded(self, action: Callable[[], Any]) -> Any:
-        """Run one step of the open transaction, applying the error rules of step 7; its result."""
+        """Run one action of the open transaction under the error rules of step 8; its result."""
         redos = 0
         replay = False
         while True:
@@ -268,13 +267,9 @@ class PartitionTask:
                 # A kept producer displaced by another worker: take the partition back once.
                 self.log.info("kept producer was fenced by a newer incarnation; starting a fresh one")
                 producers.discard(self.producer)
+                self.producer = None
                 self.stats.producers_replaced += 1
-                self._start_producer(reuse=False)
-                self._read_committed()
-                if self.state is not None:
-                    self.state.reopen(self.committed)
-                self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
-                self.checkpoint = None
+                self._start_incarnation(reuse=False)
                 replay = True
             except FatalError as exc:
                 self._raise_if_timed_out(exc)
@@ -347,7 +342,7 @@ class PartitionTask:
             self.checkpoint.input_bytes += chunk.nbytes
 
     def _begin(self) -> Checkpoint:
-        return Checkpoint(self.config, self.producer, self.topic, self.partition, self.log, self.state)
+        return Checkpoint(self.scope, self.producer, self.state)
 
     def _abort(self, exc: BaseException) -> None:
         self.stats.aborted += 1
@@ -361,7 +356,8 @@ class PartitionTask:
     # -- writing rows --------------------------------------------------------------------------------
 
     def _skip(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
-        """`chunk` without its rows below the committed offset (already written), counting them."""
+        """Step 5, the one place it is done: `chunk` without its rows below the committed offset
+        (already written), counting them."""
         n = _arrow.below(chunk, self.layout, self.committed)
         self.stats.skipped += n
         return chunk.slice(n) if n else chunk
