@@ -143,7 +143,8 @@ class OutputProducer:
                     else self._fast_callback
                 )
                 self._send(t, value, key, p, callback, h, in_topic, in_partition, outputs, i)
-        self._producer.poll(0)  # serve the delivery reports so far (failures surface at the flush)
+        # Serve the delivery reports so far (failures surface at the flush).
+        self._serve(f"producing outputs of {in_topic}/{in_partition}", 0)
         return n
 
     def _new_topics(self, outputs: Outputs) -> list[tuple[int, str]]:
