@@ -1,20 +1,11 @@
-"""Executor side: write the rows of one input topic-partition of one micro-batch (SPEC steps 2-7).
+"""Executor side: write the rows of one input topic-partition of one micro-batch, steps 1-8 of
+docs/protocol.md.
 
-`run_partition` is the sink's `mapInArrow` function. Its Arrow batches hold each input topic-partition
-as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `PartitionTask`:
-
-    2. transactional.id = Config.transactional_id(topic, partition): the same for every attempt.
-    3. init_transactions() fences older incarnations and ends their open transaction
-       (a producer kept from an earlier task in this worker is already initialised).
-    4. Read the group's committed offset (require-stable) and skip rows below it.
-    5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records,
-       `commit_max_bytes` of input held for a redo, or `commit_interval_ms`, whichever comes first.
-    7. Abortable errors: abort, redo the open transaction's rows record by record (which names a
-       record whose delivery failed), at most `max_redo` times beyond the first redo.
-       Record errors (bad output, `process` raising): abort and raise, naming the record.
-       Fatal errors: close the producer and raise; this attempt is a zombie. One exception: a producer
-       kept from an earlier task that turns out fenced before this task committed anything was only
-       displaced by another worker; it is replaced by a fresh one once.
+`run_partition` is the sink's `mapInArrow` function (D4). Its Arrow batches hold each input
+topic-partition as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one
+`PartitionTask`: steps 1-4 start an incarnation (`_start_incarnation`), step 5 skips what is committed
+(`_skip`), step 6 writes, step 7 is `Checkpoint.commit()`, and `_guarded` applies the error rules of
+step 8.
 
 Rows stay Arrow. They are written a chunk at a time (at most one Arrow batch, and never more than the
 open transaction may still take): pass-through chunks in bulk, `process(row, state)` on row views,
@@ -231,7 +222,7 @@ class PartitionTask:
                 elif self.checkpoint is None:
                     self.checkpoint = self._begin()
                 return action()
-            except TransactionAbortableError as exc:
+            except TransactionAbortableError as exc:  # 8a
                 self._raise_if_timed_out(exc)
                 self._abort(exc)
                 if not self.producer.exact:
@@ -248,7 +239,7 @@ class PartitionTask:
                     "redoing transaction record by record", attempt=redos, rows=self._pending_rows()
                 )
                 replay = True
-            except RecordError as exc:
+            except RecordError as exc:  # 8b
                 try:
                     self._abort(exc)
                 except FatalError as abort_failure:
@@ -259,7 +250,7 @@ class PartitionTask:
                 if isinstance(exc, ProduceError) and len(exc.candidates) > 1:
                     raise self._isolate(exc) from exc
                 raise
-            except FencedError as exc:
+            except FencedError as exc:  # 8c, or 8d for a kept producer
                 self._raise_if_timed_out(exc)
                 if not (self.reused and self.stats.transactions == 0):
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
@@ -271,13 +262,13 @@ class PartitionTask:
                 self.stats.producers_replaced += 1
                 self._start_incarnation(reuse=False)
                 replay = True
-            except FatalError as exc:
+            except FatalError as exc:  # 8c
                 self._raise_if_timed_out(exc)
                 self.log.error("fatal producer error", error=str(exc))
                 raise
 
     def _raise_if_timed_out(self, exc: Exception) -> None:
-        """A transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
+        """8e: a transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
         its producer: the attempt is not a zombie, and redoing it as slowly would fail again."""
         if self.checkpoint is None or isinstance(exc, TransactionTimeoutError):
             return

@@ -1,16 +1,16 @@
 """Driver side: the `foreachBatch` function.
 
-Per micro-batch, `Sink.__call__`:
-    1. checks the batch's columns (before any transaction begins);
-    2. checks that a broker answers and the configured output topic exists (and, once, that
+Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
+    D1. checks the batch's columns (before any transaction begins);
+    D2. checks that a broker answers and the configured output topic exists (and, once, that
        transaction_timeout_ms is within the broker's transaction.max.timeout.ms);
-    3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
+    D3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
        nothing to do where the Kafka source already gave each topic-partition its own Spark partition
        (`_partitioning`, classic Spark only), else a shuffle by (topic, partition) and a sort by offset,
        e.g. where the source split them (minPartitions / maxRecordsPerPartition) or under Spark Connect;
-    4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
+    D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
-    5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
+    D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class BatchSummary:
     commit_ms_max: float
     seconds: float
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
-    #: whether the rows went through the regrouping shuffle (step 3) or were already one run per task
+    #: whether the rows went through the regrouping shuffle (D3) or were already one run per task
     regrouped: bool = True
 
     def as_dict(self) -> dict[str, Any]:

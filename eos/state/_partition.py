@@ -1,25 +1,26 @@
-"""Where recovery is decided: the state stores of one input topic-partition for one task.
+"""Where recovery is decided: the state stores of one input topic-partition for one task, step 4 of
+docs/protocol.md.
 
 `PartitionState.open()` runs at task start, after init_transactions() and the committed-offset read.
 For each store:
-    1. Decide. No checkpoint file means unclean (a crash, an abort in wipe mode, a lost or new state
+    4a. Decide. No checkpoint file means unclean (a crash, an abort in wipe mode, a lost or new state
        directory): wipe the local store and restore from the changelog's beginning. A checkpoint file
        means clean: roll forward from the offset the local store reflects (commits made by another
        incarnation, or a commit whose local apply a crash interrupted, F4). Against the changelog's
        bounds: one that now begins after that offset (records deleted) means wipe and restore from its
        beginning; one that ends before it (lost data) means wipe and restore all it holds.
-    2. Restore (`_changelog.restore`): read the store's changelog partition with a read_committed
+    4b. Restore (`_changelog.restore`): read the store's changelog partition with a read_committed
        consumer up to the high watermark, waiting while an open transaction holds the last stable
        offset below it (else the restore would silently stop short). at_least_once: records whose
        input offset is at or past the group's committed offset are not applied (their input will be
        processed again). A crash here is F6: no checkpoint was written, so the next attempt decides
        unclean.
-    3. wipe mode: the first write after a commit removes the checkpoint file, so a crash with writes
+    4c. wipe mode: the first write after a commit removes the checkpoint file, so a crash with writes
        that are not yet committed leaves the store unclean.
 
 After an aborted transaction (`reopen`): transactional stores drop the open transaction's writes;
-wipe-mode stores that were written to are wiped and restored (1 with unclean). After a commit
-(`on_commit`): each store applies its writes with the changelog offset they reach and writes its
+wipe-mode stores that were written to are wiped and restored (4a with unclean). After a commit
+(`on_commit`, step 7e): each store applies its writes with the changelog offset they reach and writes its
 checkpoint file.
 """
 
@@ -71,7 +72,7 @@ class PartitionState:
     def _recover(self, name: str, store: PartitionStore) -> None:
         log, partition = self.scope.log, self.scope.partition
         changelog = self.changelogs[name]
-        # 1. Decide.
+        # 4a. Decide.
         clean = store.read_checkpoint() is not None
         start = store.local_offset() if clean else None
         if start is None:
@@ -101,7 +102,7 @@ class PartitionState:
             log.warning("local store is ahead of its changelog: wiping", store=name, local=start, end=high)
             store.wipe()
             start = 0
-        # 2. Restore; the store then reflects its changelog, so it is clean.
+        # 4b. Restore; the store then reflects its changelog, so it is clean.
         if start == high:
             if store.local_offset() != high:
                 store.apply_restored([], high)
@@ -111,7 +112,7 @@ class PartitionState:
                 self.scope.config, log, store, changelog, partition, start, high, skip_from
             )
         store.write_checkpoint(store.local_offset())
-        # 3. wipe mode: the store's first write removes the checkpoint (PartitionStore.put_many).
+        # 4c. wipe mode: the store's first write removes the checkpoint (PartitionStore.put_many).
 
     # -- while processing -----------------------------------------------------------------------------
 
