@@ -389,12 +389,7 @@ class PartitionTask:
         try:
             result = self.job.process_batch(chunk, self.view)
         except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
-            raise ProcessError(
-                f"process_batch over input offsets {first}-{last} raised {type(exc).__name__}: {exc}",
-                topic=self.topic,
-                partition=self.partition,
-                offset=first,
-            ) from exc
+            raise self._process_error(f"process_batch over input offsets {first}-{last}", exc, first) from exc
         return _arrow.batch_outputs(
             result,
             default_topic=self.config.output_topic,
@@ -403,6 +398,11 @@ class PartitionTask:
             first=first,
             last=last,
         )
+
+    def _process_error(self, caller: str | None, exc: Exception, offset: int) -> ProcessError:
+        """8b: the user's function raised (`caller`), or returned an output Kafka cannot carry (None)."""
+        message = str(exc) if caller is None else f"{caller} raised {type(exc).__name__}: {exc}"
+        return ProcessError(message, topic=self.topic, partition=self.partition, offset=offset)
 
     def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
@@ -419,16 +419,9 @@ class PartitionTask:
             try:
                 outs = list(outputs_of(process(row, view)))
             except OutputTypeError as exc:
-                raise ProcessError(
-                    str(exc), topic=self.topic, partition=self.partition, offset=offset
-                ) from exc
+                raise self._process_error(None, exc, offset) from exc
             except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
-                raise ProcessError(
-                    f"process raised {type(exc).__name__}: {exc}",
-                    topic=self.topic,
-                    partition=self.partition,
-                    offset=offset,
-                ) from exc
+                raise self._process_error("process", exc, offset) from exc
             # An output without its own topic / partition takes the row's column, else the config's topic.
             row_topic = row_topics[i] if row_topics is not None else default_topic
             row_partition = row_partitions[i] if row_partitions is not None else None

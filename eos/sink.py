@@ -68,8 +68,15 @@ HISTORY_SIZE = 1_000
 
 
 class Sink:
-    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the most recent
-    `history_size` batches it wrote (a query runs for months: its driver must not keep them all).
+    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once):
+    `df.writeStream.foreachBatch(eos.sink(config))`.
+
+    `process(row, state)` runs per input row; `process_batch(batch, state)` per Arrow record batch of
+    one input partition, returning Arrow with the output columns. `stores` names the state stores they
+    may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
+    executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
+    (the Connect server under Spark Connect) after each batch. `history_size`: how many recent batch
+    summaries `history` keeps (a query runs for months: its driver must not keep them all).
 
     Under Spark Connect the server runs a pickled copy of the sink: `history` is kept there, so read
     the figures through `on_batch` (or the `batch written` log event) instead.
@@ -81,6 +88,7 @@ class Sink:
         process: Process | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
         on_commit: OnCommit | None = None,
+        *,
         process_batch: ProcessBatch | None = None,
         on_batch: OnBatch | None = None,
         history_size: int = HISTORY_SIZE,
@@ -233,23 +241,5 @@ class Sink:
         )
 
 
-def sink(
-    config: Config,
-    process: Process | None = None,
-    stores: Mapping[str, StoreSpec | str] | None = None,
-    on_commit: OnCommit | None = None,
-    *,
-    process_batch: ProcessBatch | None = None,
-    on_batch: OnBatch | None = None,
-    history_size: int = HISTORY_SIZE,
-) -> Sink:
-    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
-
-    `process(row, state)` runs per input row; `process_batch(batch, state)` per Arrow record batch of
-    one input partition, returning Arrow with the output columns. `stores` names the state stores they
-    may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
-    executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
-    (the Connect server under Spark Connect) after each batch. `history_size`: how many recent batch
-    summaries `Sink.history` keeps.
-    """
-    return Sink(config, process, stores, on_commit, process_batch, on_batch, history_size)
+#: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).
+sink = Sink
