@@ -7,7 +7,7 @@ plain confluent-kafka transactional loop (no Spark) and Quix Streams exactly-onc
 count. Also: end-to-end latency at a 1 s trigger, transaction commit times, the peak RSS of the
 Python workers at 1x and 10x batch size, and the changelog restore rate of a 1,000,000-key store.
 
-    python bench/run_bench.py [--records 2000000] [--runs 3] [--batch 200000] [--out reports]
+    python -m bench.run_bench [--records 2000000] [--runs 3] [--batch 200000] [--out reports]
 
 Writes `reports/bench.json` and `reports/bench.png` and prints the tables. Environment knobs (as
 `make bench` passes them): BENCH_RECORDS, BENCH_RUNS, BENCH_BATCH, BENCH_RESTORE_KEYS,
@@ -33,14 +33,13 @@ from pathlib import Path
 import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eos
+from bench import bench_report as report
+from eos import testing
+from eos._localbroker import LocalBroker, free_port
 
-import bench_report as report  # noqa: E402
-
-import eos  # noqa: E402
-from eos import testing  # noqa: E402
-from eos._localbroker import LocalBroker, free_port  # noqa: E402
-
+#: the repository: the Python rows run `python -m bench.run_bench` from here
+ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 VALUE_BYTES = 100
 KEYS = 10_000
@@ -430,8 +429,9 @@ class Bench:
     # Python rows: their own process each, so nothing of the Spark driver is shared.
 
     def _child(self, kind: str, out: str) -> dict:
-        argv = [sys.executable, __file__, kind, self.bootstrap, self.input_topic, out, str(self.args.records)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        argv = [sys.executable, "-m", "bench.run_bench", kind, self.bootstrap, self.input_topic, out]
+        argv.append(str(self.args.records))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} exited {proc.returncode}: {proc.stderr[-1500:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,8 +1,8 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
-    python tests/chaos/harness.py [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
-                                  [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
-                                  [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
+    python -m tests.chaos.harness [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
+                                [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
+                                [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
 `--brokers 3`: a replicated cluster (three brokers and a controller of its own, replication factor 3 for
 every topic, min.insync.replicas 2); broker restarts become coordinator kills, leader kills, two brokers
@@ -40,17 +40,13 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from eos import testing
+from eos._localbroker import LocalBroker, LocalCluster, free_port
+from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries
+from tests.chaos.cluster import StandaloneCluster, cpu_ticks, signal_all
+from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
 
-from cluster import StandaloneCluster, cpu_ticks, signal_all  # noqa: E402
-from faults import BROKER_FAULTS, Incarnation, schedule  # noqa: E402
-
-from eos import testing  # noqa: E402
-from eos._localbroker import LocalBroker, LocalCluster, free_port  # noqa: E402
-from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries  # noqa: E402
-
-PIPELINE = HERE / "chaos_pipeline.py"
+PIPELINE = Path(__file__).resolve().with_name("chaos_pipeline.py")
 TRANSACTION_TIMEOUT_MS = 10_000
 PAUSES = {"zombie_pause", "executor_pause"}
 HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
