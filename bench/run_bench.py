@@ -37,6 +37,7 @@ import eos
 from bench import bench_report as report
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
+from tests.support.processes import descendants, processes, pyspark_python, threads_and_rss
 
 #: the repository: the Python rows run `python -m bench.run_bench` from here
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,18 +192,10 @@ class WorkerRss:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for proc in testing.descendants(os.getpid()):
-                # python -m pyspark.daemon and the workers it forks (not the JVM, whose class path
-                # also names pyspark)
-                if "pyspark.daemon" not in proc.cmdline and "pyspark.worker" not in proc.cmdline:
-                    continue
-                try:
-                    with open(f"/proc/{proc.pid}/status") as f:
-                        for line in f:
-                            if line.startswith("VmRSS:"):
-                                self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-                except OSError:
-                    pass
+            for proc in pyspark_python(os.getpid()):
+                usage = threads_and_rss(proc.pid)
+                if usage is not None:
+                    self.peak_kib = max(self.peak_kib, usage[1] // 1024)
             self._stop.wait(self.interval)
 
 
@@ -212,10 +205,10 @@ class WorkerRss:
 def _worker_daemons() -> list[int]:
     """pids of the pyspark.daemon processes under this process (the parents of its Python workers,
     which the daemon forks with its own command line)."""
-    table = testing.processes()
+    table = processes()
     return [
         p.pid
-        for p in testing.descendants(os.getpid(), table)
+        for p in descendants(os.getpid(), table)
         if "pyspark.daemon" in p.cmdline and p.ppid in table and table[p.ppid].cmdline != p.cmdline
     ]
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -262,84 +260,6 @@ def verify_exactly_once(
 def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
     for values in sent.values():
         yield from values
-
-
-class DriverProcess:
-    """A Spark driver program run as its own process group, so that a SIGKILL takes the driver, its
-    JVM and its Python workers down at once, as a lost machine would."""
-
-    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, log_path: str | None = None):
-        self.log_path = log_path
-        log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            argv,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-
-    def running(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> bool:
-        """SIGKILL the whole process group; returns whether it was still running."""
-        if not self.running():
-            return False
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        return True
-
-    def wait(self, timeout: float = 600) -> int:
-        return self.proc.wait(timeout=timeout)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        if not self.log_path:
-            return ""
-        with open(self.log_path, errors="replace") as f:
-            return f.read()[-chars:]
-
-
-@attrs.frozen
-class Proc:
-    pid: int
-    ppid: int
-    cmdline: str
-
-
-def processes() -> dict[int, Proc]:
-    """Every live process but zombies: pid -> (parent, command line), from /proc."""
-    out: dict[int, Proc] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat.rsplit(") ", 1)[1].split()
-        if rest[0] == "Z":
-            continue
-        pid = int(entry.name)
-        out[pid] = Proc(pid, int(rest[1]), cmdline)
-    return out
-
-
-def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
-    """Every process below `root` (children, their children, ...), from `table` or a fresh one."""
-    table = table if table is not None else processes()
-    children: dict[int, list[Proc]] = {}
-    for p in table.values():
-        children.setdefault(p.ppid, []).append(p)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child.pid)
-    return found
 
 
 def append_summary(path, summary) -> None:

@@ -42,9 +42,10 @@ from confluent_kafka.admin import AdminClient
 
 from eos import testing
 from eos._localbroker import LocalBroker, LocalCluster, free_port
-from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries
-from tests.chaos.cluster import StandaloneCluster, cpu_ticks, signal_all
+from eos.testing import HistoryChecker, OutputRecord, read_summaries
+from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
+from tests.support.processes import DriverProcess
 
 PIPELINE = Path(__file__).resolve().with_name("chaos_pipeline.py")
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -165,9 +166,9 @@ class Chaos:
         workers = []
         while time.monotonic() < deadline:
             workers = self.cluster.python_workers()
-            before = {w.pid: cpu_ticks(w.pid) for w in workers}
+            before = {w.pid: cpu_seconds(w.pid) for w in workers}
             time.sleep(0.3)
-            busy = [w for w in workers if cpu_ticks(w.pid) > before[w.pid]]
+            busy = [w for w in workers if cpu_seconds(w.pid) > before[w.pid]]
             if busy:
                 return self.rng.choice(busy)
         return self.rng.choice(workers) if workers else None
