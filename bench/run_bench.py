@@ -37,6 +37,7 @@ import eos
 from bench import bench_report as report
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
+from examples.pipeline import count_per_key, count_per_key_batch
 from tests.support.processes import descendants, processes, pyspark_python, threads_and_rss
 
 #: the repository: the Python rows run `python -m bench.run_bench` from here
@@ -366,9 +367,9 @@ class Bench:
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
         kw = {}
         if stateful == "rows":
-            kw = {"process": testing.count_per_key, "stores": {"counts": "json"}}
+            kw = {"process": count_per_key, "stores": {"counts": "json"}}
         elif stateful == "batch":
-            kw = {"process_batch": testing.count_per_key_batch, "stores": {"counts": "json"}}
+            kw = {"process_batch": count_per_key_batch, "stores": {"counts": "json"}}
         sink = eos.sink(config, on_commit=CommitLog(str(commits)), on_batch=SummaryLog(str(summaries)), **kw)
         profile = row if self.profiling else None
         source = self._source(config, batch, connect)

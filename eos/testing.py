@@ -9,8 +9,6 @@ the same check against their own pipelines.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -19,8 +17,6 @@ from collections.abc import Iterable, Iterator, Mapping
 import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from eos.records import Output
 
 MARKER_HEADER = "eos.marker"
 
@@ -262,48 +258,6 @@ def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
         yield from values
 
 
-def append_summary(path, summary) -> None:
-    """Append a sink's `BatchSummary` (its figures, not the per-partition rows) as one JSON line."""
-    with open(path, "a") as f:
-        f.write(json.dumps(summary.as_dict()) + "\n")
-
-
-def read_summaries(path) -> list[dict]:
-    """Batch summaries appended as JSON lines by `append_summary` (examples/pipeline.py --summaries)."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def count_per_key(row, state):
-    """A stateful `process` for the proofs: the running count of the row's key in its input partition,
-    appended to the value as `#<count>` (what `expected_running_counts` recomputes from the input)."""
-    counts = state.store("counts")
-    n = counts.get(row.key, 0) + 1
-    counts.put(row.key, n)
-    return Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
-
-
-def count_per_key_batch(batch, state):
-    """`count_per_key` for `process_batch`: the same outputs for a whole Arrow batch, with one bulk read
-    and one bulk write of the store."""
-    import pyarrow as pa
-
-    counts = state.store("counts")
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
-    distinct = list(dict.fromkeys(keys))
-    current = dict(zip(distinct, counts.get_many(distinct, default=0), strict=True))
-    out = []
-    for key, value in zip(keys, values, strict=True):
-        n = current[key] + 1
-        current[key] = n
-        out.append(value + b"#%d" % n)
-    counts.put_many(current)
-    return pa.RecordBatch.from_arrays([pa.array(out, pa.binary()), batch.column("key")], ["value", "key"])
-
-
 def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[bytes, int]:
     """For `produce_sequence` input: each input value's running count of its key within its partition
     (what examples/pipeline.py --stateful appends), recomputed from the input alone."""
@@ -314,33 +268,4 @@ def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> 
             key = parse_value(value)[2] % keys
             counts[key] += 1
             out[value] = counts[key]
-    return out
-
-
-def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tuple[int, bytes], bytes | None]:
-    """The last committed value per (partition, key) of a changelog topic: the store's state."""
-    records, _ = read_topic(bootstrap, changelog, timeout=timeout)
-    state: dict[tuple[int, bytes], bytes | None] = {}
-    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-        state[(r.partition, r.key)] = r.value
-    return state
-
-
-def changelog_mismatches(bootstrap: str, changelog: str, sent: Mapping[int, list[bytes]]) -> int:
-    """Keys whose last committed count in the changelog differs from the recomputation from the
-    input (`produce_sequence` input, a `json` count store), plus keys that should not exist."""
-    expected = expected_final_counts(sent)
-    state = final_state(bootstrap, changelog)
-    return sum(1 for k, n in expected.items() if state.get(k) != str(n).encode()) + sum(
-        1 for k in state if k not in expected
-    )
-
-
-def expected_final_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[tuple[int, bytes], int]:
-    """For `produce_sequence` input: the final count per (input partition, key)."""
-    out: dict[tuple[int, bytes], int] = {}
-    for partition, values in sent.items():
-        for value in values:
-            key = (partition, f"k{parse_value(value)[2] % keys}".encode())
-            out[key] = out.get(key, 0) + 1
     return out

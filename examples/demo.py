@@ -25,7 +25,6 @@ import uuid
 from pathlib import Path
 
 from eos import testing
-from eos.testing import read_summaries
 
 PIPELINE = Path(__file__).with_name("pipeline.py")
 PARTITIONS = 4
@@ -38,6 +37,11 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         return subprocess.Popen(
             argv, env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr
         )
+
+
+def batches_done(summaries: Path) -> int:
+    """Batches the pipeline has written: it appends one JSON line per batch to --summaries."""
+    return len(summaries.read_text().splitlines()) if summaries.exists() else 0
 
 
 def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path) -> str:
@@ -67,9 +71,9 @@ def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path)
     log = workdir / f"{guarantee}.log"
 
     driver = start(argv, env, log)
-    while len(read_summaries(summaries)) < 3 and driver.poll() is None:
+    while batches_done(summaries) < 3 and driver.poll() is None:
         time.sleep(0.2)
-    batches = len(read_summaries(summaries))
+    batches = batches_done(summaries)
     if driver.poll() is None:
         os.killpg(driver.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
         driver.wait()

@@ -42,12 +42,16 @@ from confluent_kafka.admin import AdminClient
 
 from eos import testing
 from eos._localbroker import LocalBroker, LocalCluster, free_port
-from eos.testing import HistoryChecker, OutputRecord, read_summaries
+from eos.testing import HistoryChecker, OutputRecord
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
+from tests.support import counting
 from tests.support.processes import DriverProcess
+from tests.support.summaries import read_summaries
 
-PIPELINE = Path(__file__).resolve().with_name("chaos_pipeline.py")
+#: the repository: the driver runs `python -m tests.chaos.chaos_pipeline` from here
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = "tests.chaos.chaos_pipeline"
 TRANSACTION_TIMEOUT_MS = 10_000
 PAUSES = {"zombie_pause", "executor_pause"}
 HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
@@ -341,7 +345,7 @@ class Chaos:
             }
             argv = [
                 sys.executable,
-                str(PIPELINE),
+                *("-m", PIPELINE),
                 *("--bootstrap", self.bootstrap, "--app-id", app_id, "--input", self.source),
                 *("--output", output, "--checkpoint", str(run_dir / "checkpoint")),
                 *("--summaries", str(summaries), "--events-dir", str(events)),
@@ -353,14 +357,16 @@ class Chaos:
                 # changelog, and the restore is where this incarnation's crash point fires (F6).
                 shutil.rmtree(run_dir / "state", ignore_errors=True)
                 faults["state_dir_lost"] += 1
-            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"))
+            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"), cwd=ROOT)
             batches = len(read_summaries(summaries))
             if inc.end == "finish":  # 3.
                 rc = self._finish(proc)
                 if rc != 0:
                     driver_failures += 1
                     log(f"  last incarnation exited {rc}; running it once more\n{proc.log_tail(3000)}")
-                    proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"))
+                    proc = DriverProcess(
+                        argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"), cwd=ROOT
+                    )
                     rc = self._finish(proc)
                 finished = rc == 0
                 log(f"  incarnation {i}: ran to the end (exit {rc})")
@@ -418,7 +424,7 @@ class Chaos:
         changelog_mismatches = 0
         if stateful:
             changelog = f"{app_id}-{self.source}-counts-changelog"
-            changelog_mismatches = testing.changelog_mismatches(self.bootstrap, changelog, self.sent)
+            changelog_mismatches = counting.changelog_mismatches(self.bootstrap, changelog, self.sent)
         history = read_summaries(summaries)
         batch_ids = Counter(s["batch_id"] for s in history)
         kills = sum(n for k, n in faults.items() if k in HARD_KILLS or k.startswith("crash_"))

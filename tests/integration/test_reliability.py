@@ -18,8 +18,9 @@ import eos
 from eos import _offsets, cli, testing
 from eos._arrow import Layout
 from eos._task import Job, run_partition
-from eos.testing import read_summaries
+from examples.pipeline import count_per_key
 from tests.support.processes import pyspark_python, threads_and_rss
+from tests.support.summaries import read_summaries
 
 
 def _exactly_once(bootstrap, app_id, output, **kw) -> eos.Config:
@@ -102,7 +103,7 @@ def _stateful(bootstrap, app_id, output, state_dir, **kw) -> eos.Config:
 
 
 def _count(spark, config, source, checkpoint):
-    sink = eos.sink(config, testing.count_per_key, stores={"counts": "json"})
+    sink = eos.sink(config, count_per_key, stores={"counts": "json"})
     return run_query(spark, config, [source], checkpoint, sink=sink)
 
 
