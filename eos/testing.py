@@ -1,10 +1,8 @@
-"""Proof helpers: seed an input topic with unique sequence ids and check an output topic against it.
-
-The check is the one the SPEC asks for: a read_committed consumer reads the whole output topic and
-compares it with the input — nothing missing, nothing twice, order kept per input partition — after a
-marker written to every output partition has become visible (so no transaction is left hanging).
-Used by the tests, `make demo` and the fault harness; it is part of the package so that users can run
-the same check against their own pipelines.
+"""Prove a pipeline's Kafka output exactly-once: seed an input topic with unique sequence ids, then read
+the output topic with read_committed and compare it with that input — nothing missing, nothing twice,
+order kept per input partition, no transaction left hanging (a marker written to every output partition
+must become visible). eos's tests and `make demo` prove eos with it; users run the same check on their
+own pipelines.
 """
 
 from __future__ import annotations
@@ -18,6 +16,24 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+__all__ = [
+    "MARKER_HEADER",
+    "Comparison",
+    "HistoryChecker",
+    "OutputRecord",
+    "compare",
+    "create_topic",
+    "expected_running_counts",
+    "flatten",
+    "parse_value",
+    "produce_sequence",
+    "read_topic",
+    "seq_value",
+    "verify_exactly_once",
+    "write_markers",
+]
+
+#: the header of the markers `write_markers` writes; `read_topic` leaves records with it out
 MARKER_HEADER = "eos.marker"
 
 
@@ -47,10 +63,13 @@ def create_topic(
 
 
 def seq_value(topic: str, partition: int, seq: int) -> bytes:
+    """The value `produce_sequence` writes: unique per record, so that the check can name duplicates,
+    losses and order without trusting offsets."""
     return f"{topic}|{partition}|{seq}".encode()
 
 
 def parse_value(value: bytes) -> tuple[str, int, int]:
+    """(topic, partition, seq) of a `seq_value`."""
     topic, partition, seq = value.decode().rsplit("|", 2)
     return topic, int(partition), int(seq)
 
@@ -254,13 +273,15 @@ def verify_exactly_once(
 
 
 def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
+    """Every value of `produce_sequence`'s result, the `expected` of `compare`."""
     for values in sent.values():
         yield from values
 
 
 def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[bytes, int]:
-    """For `produce_sequence` input: each input value's running count of its key within its partition
-    (what examples/pipeline.py --stateful appends), recomputed from the input alone."""
+    """For `produce_sequence` input: each input value's running count of its key within its partition,
+    recomputed from the input alone — the `running_counts` of `compare` for a pipeline that appends
+    `#<count>` to each value (examples/pipeline.py --stateful)."""
     out: dict[bytes, int] = {}
     for values in sent.values():
         counts: Counter = Counter()
