@@ -22,6 +22,7 @@ import eos
 from eos import _clients, _crash, _producer, _worker
 from eos._arrow import Layout
 from eos._task import Job, PartitionTask
+from tests.support.messages import Message
 
 IN, OUT = "in", "out"
 
@@ -56,33 +57,6 @@ def _metadata(*topics: str):
     )
 
 
-class Message:
-    def __init__(self, topic, offset, key=None, value=None, error=None, in_offset=0) -> None:
-        self._topic, self._offset, self._key, self._value, self._error = topic, offset, key, value, error
-        self._in_offset = in_offset
-
-    def topic(self):
-        return self._topic
-
-    def partition(self):
-        return 0
-
-    def offset(self):
-        return self._offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def error(self):
-        return self._error
-
-    def headers(self):
-        return [("eos.input.offset", str(self._in_offset).encode())]
-
-
 def fakes(inject: Injector, changelog_records: int):
     """Producer, AdminClient and Consumer classes that call `inject` at every method."""
 
@@ -106,7 +80,7 @@ def fakes(inject: Injector, changelog_records: int):
             offset = self.offsets[topic]
             self.offsets[topic] += 1
             if on_delivery is not None:
-                self.reports.append((on_delivery, Message(topic, offset, key, value)))
+                self.reports.append((on_delivery, Message(offset, key, value, topic=topic)))
 
         def _serve(self) -> int:
             reports, self.reports = self.reports, []
@@ -191,7 +165,7 @@ def fakes(inject: Injector, changelog_records: int):
             inject("Consumer.assign")
             tp = tps[0]
             self.pending = [
-                Message(tp.topic, o, b"k%d" % o, b"%d" % o, in_offset=o)
+                Message(o, b"k%d" % o, b"%d" % o, input_offset=o, topic=tp.topic)
                 for o in range(tp.offset, changelog_records)
             ]
 

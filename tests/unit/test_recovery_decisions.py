@@ -19,6 +19,7 @@ from eos._scope import PartitionScope
 from eos.state import StoreSpec, _changelog
 from eos.state._partition import PartitionState
 from eos.state._sqlite import PartitionStore
+from tests.support.messages import Message
 
 IN = "in"
 PARTITION = 0
@@ -461,27 +462,6 @@ class FakeError:
         return f"error {self._code}"
 
 
-class FakeMessage:
-    def __init__(self, offset, key=None, value=None, input_offset=None, error=None) -> None:
-        self._offset, self._key, self._value, self._error = offset, key, value, error
-        self._headers = None if input_offset is None else [(INPUT_OFFSET_HEADER, str(input_offset).encode())]
-
-    def error(self):
-        return self._error
-
-    def offset(self):
-        return self._offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def headers(self):
-        return self._headers
-
-
 class FakeConsumer:
     """A read_committed changelog partition: records at their offsets, then commit markers up to `high`."""
 
@@ -506,13 +486,13 @@ class FakeConsumer:
     def consume(self, num_messages=1, timeout=-1):
         assert self.position is not None, "consume before assign"
         if self.position < self.low:  # as librdkafka with auto.offset.reset=error
-            return [FakeMessage(self.position, error=FakeError(KafkaError._AUTO_OFFSET_RESET))]
-        batch = [FakeMessage(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
+            return [Message(self.position, error=FakeError(KafkaError._AUTO_OFFSET_RESET))]
+        batch = [Message(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
         if batch:
             self.position = batch[-1].offset() + 1
             return batch
         self.position = self.high
-        return [FakeMessage(self.high, error=FakeError(KafkaError._PARTITION_EOF))]
+        return [Message(self.high, error=FakeError(KafkaError._PARTITION_EOF))]
 
 
 @pytest.fixture
