@@ -54,12 +54,12 @@ lint: setup
 	$(BIN)/ruff check eos tests examples bench
 	$(BIN)/ruff format --check eos tests examples bench
 
-# The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; see
-# tests/chaos/harness.py for the knobs (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3" runs
-# it on a replicated 3-broker cluster. Writes reports/chaos.json.
+# The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; the knobs:
+# `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"
+# runs it on a replicated 3-broker cluster. Writes reports/chaos.json.
 CHAOS_ARGS ?=
 chaos: setup
-	$(BIN)/python tests/chaos/harness.py $(CHAOS_ARGS)
+	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
 
 demo: broker-up
 	$(BIN)/python examples/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
@@ -80,7 +80,7 @@ $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
 	touch $@
 
 bench: setup $(BENCH_STAMP)
-	$(BIN)/python bench/run_bench.py
+	$(BIN)/python -m bench.run_bench
 
 clean:
 	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports

@@ -7,7 +7,7 @@ plain confluent-kafka transactional loop (no Spark) and Quix Streams exactly-onc
 count. Also: end-to-end latency at a 1 s trigger, transaction commit times, the peak RSS of the
 Python workers at 1x and 10x batch size, and the changelog restore rate of a 1,000,000-key store.
 
-    python bench/run_bench.py [--records 2000000] [--runs 3] [--batch 200000] [--out reports]
+    python -m bench.run_bench [--records 2000000] [--runs 3] [--batch 200000] [--out reports]
 
 Writes `reports/bench.json` and `reports/bench.png` and prints the tables. Environment knobs (as
 `make bench` passes them): BENCH_RECORDS, BENCH_RUNS, BENCH_BATCH, BENCH_RESTORE_KEYS,
@@ -33,14 +33,15 @@ from pathlib import Path
 import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eos
+from bench import bench_report as report
+from eos import testing
+from eos._localbroker import LocalBroker, free_port
+from examples.pipeline import count_per_key, count_per_key_batch
+from tests.support.processes import descendants, processes, pyspark_python, threads_and_rss
 
-import bench_report as report  # noqa: E402
-
-import eos  # noqa: E402
-from eos import testing  # noqa: E402
-from eos._localbroker import LocalBroker, free_port  # noqa: E402
-
+#: the repository: the Python rows run `python -m bench.run_bench` from here
+ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 VALUE_BYTES = 100
 KEYS = 10_000
@@ -192,18 +193,10 @@ class WorkerRss:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for proc in testing.descendants(os.getpid()):
-                # python -m pyspark.daemon and the workers it forks (not the JVM, whose class path
-                # also names pyspark)
-                if "pyspark.daemon" not in proc.cmdline and "pyspark.worker" not in proc.cmdline:
-                    continue
-                try:
-                    with open(f"/proc/{proc.pid}/status") as f:
-                        for line in f:
-                            if line.startswith("VmRSS:"):
-                                self.peak_kib = max(self.peak_kib, int(line.split()[1]))
-                except OSError:
-                    pass
+            for proc in pyspark_python(os.getpid()):
+                usage = threads_and_rss(proc.pid)
+                if usage is not None:
+                    self.peak_kib = max(self.peak_kib, usage[1] // 1024)
             self._stop.wait(self.interval)
 
 
@@ -213,10 +206,10 @@ class WorkerRss:
 def _worker_daemons() -> list[int]:
     """pids of the pyspark.daemon processes under this process (the parents of its Python workers,
     which the daemon forks with its own command line)."""
-    table = testing.processes()
+    table = processes()
     return [
         p.pid
-        for p in testing.descendants(os.getpid(), table)
+        for p in descendants(os.getpid(), table)
         if "pyspark.daemon" in p.cmdline and p.ppid in table and table[p.ppid].cmdline != p.cmdline
     ]
 
@@ -374,9 +367,9 @@ class Bench:
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
         kw = {}
         if stateful == "rows":
-            kw = {"process": testing.count_per_key, "stores": {"counts": "json"}}
+            kw = {"process": count_per_key, "stores": {"counts": "json"}}
         elif stateful == "batch":
-            kw = {"process_batch": testing.count_per_key_batch, "stores": {"counts": "json"}}
+            kw = {"process_batch": count_per_key_batch, "stores": {"counts": "json"}}
         sink = eos.sink(config, on_commit=CommitLog(str(commits)), on_batch=SummaryLog(str(summaries)), **kw)
         profile = row if self.profiling else None
         source = self._source(config, batch, connect)
@@ -430,8 +423,9 @@ class Bench:
     # Python rows: their own process each, so nothing of the Spark driver is shared.
 
     def _child(self, kind: str, out: str) -> dict:
-        argv = [sys.executable, __file__, kind, self.bootstrap, self.input_topic, out, str(self.args.records)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        argv = [sys.executable, "-m", "bench.run_bench", kind, self.bootstrap, self.input_topic, out]
+        argv.append(str(self.args.records))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} exited {proc.returncode}: {proc.stderr[-1500:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -540,7 +534,10 @@ class Bench:
         """A store of `restore_keys` keys rebuilt from its changelog into an empty state directory,
         per state mode, interleaved."""
         from eos._log import get_logger
-        from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, ensure_changelog
+        from eos._names import INPUT_OFFSET_HEADER
+        from eos._scope import PartitionScope
+        from eos.state._changelog import ensure_changelog
+        from eos.state._partition import PartitionState
 
         keys = self.args.restore_keys
         source = f"bench-restore-in-{uuid.uuid4().hex[:6]}"
@@ -572,7 +569,8 @@ class Bench:
                 state_dir = self.work / f"restore-{mode}-{uuid.uuid4().hex[:6]}"
                 config = attrs.evolve(base, state_mode=mode, state_dir=str(state_dir))
                 state = PartitionState(
-                    config, {"big": eos.StoreSpec()}, source, 0, get_logger(bench="restore")
+                    PartitionScope(config, source, 0, 0, None, get_logger(bench="restore")),
+                    {"big": eos.StoreSpec()},
                 )
                 t = time.perf_counter()
                 state.open(None)

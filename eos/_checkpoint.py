@@ -1,22 +1,23 @@
-"""Where the commit happens: one `Checkpoint` per transaction of one input topic-partition.
+"""Where the commit happens: one `Checkpoint` per transaction of one input topic-partition. Its steps
+are 7a-7e of docs/protocol.md.
 
 `Checkpoint.commit()`, exactly_once:
-    0. Produce the state stores' open writes to their changelog topics, inside the transaction.
-    1. Flush the producer and check every delivery report. A failed output raises, naming its input
+    7a. Produce the state stores' open writes to their changelog topics, inside the transaction.
+    7b. Flush the producer and check every delivery report. A failed output raises, naming its input
        record; the caller aborts the transaction.
-    2. Send the input offset (last processed + 1), stamped as this app's (`_offsets.stamp`), to the
+    7c. Send the input offset (last processed + 1), stamped as this app's (`_offsets.stamp`), to the
        transaction, with the group metadata of `app_id`, so the offset commits atomically with the outputs.
-    3. Commit the transaction: outputs, changelog records and offset become visible together.
-    4. Apply the state writes to the local stores with the changelog offset they reach, and write
+    7d. Commit the transaction: outputs, changelog records and offset become visible together.
+    7e. Apply the state writes to the local stores with the changelog offset they reach, and write
        each store's checkpoint file.
 
 `Checkpoint.commit()`, at_least_once (idempotent producer, no transaction):
-    0. Produce the state stores' open writes to their changelog topics.
-    1. Flush the producer and check every delivery report.
-    2. (nothing: there is no transaction to carry the offset)
-    3. Commit the input offset to the group synchronously. A crash between 1 and 3 re-sends the outputs
-       (and recovery skips changelog records of input at or past the committed offset).
-    4. As above.
+    7a. Produce the state stores' open writes to their changelog topics.
+    7b. Flush the producer and check every delivery report.
+    7c. (nothing: there is no transaction to carry the offset)
+    7d. Commit the input offset to the group synchronously. A crash between 7b and 7d re-sends the
+       outputs (and recovery skips changelog records of input at or past the committed offset).
+    7e. As above.
 
 The crash points between the steps (`eos._crash`) are the faults F2, F3 and F4.
 """
@@ -29,26 +30,21 @@ from confluent_kafka import TopicPartition
 
 from eos import _crash, _offsets
 from eos._producer import OutputProducer
-from eos._recovery import PartitionState
-from eos.config import Config
+from eos._scope import PartitionScope
+from eos.state._partition import PartitionState
 
 
 class Checkpoint:
+    """One transaction of one input topic-partition (exactly_once), or one offset commit (at_least_once)."""
+
     def __init__(
-        self,
-        config: Config,
-        producer: OutputProducer,
-        topic: str,
-        partition: int,
-        log,
-        state: PartitionState | None = None,
+        self, scope: PartitionScope, producer: OutputProducer, state: PartitionState | None = None
     ) -> None:
-        self.config = config
+        self.scope = scope
+        self.config = config = scope.config
         self.state = state
         self.producer = producer
-        self.topic = topic
-        self.partition = partition
-        self.log = log
+        self.log = log = scope.log
         self.started = time.monotonic()
         self.last_offset: int | None = None
         self.records = 0
@@ -81,28 +77,32 @@ class Checkpoint:
         """Run the steps in the module docstring; returns the seconds they took."""
         t0 = time.monotonic()
         next_offset = self.last_offset + 1
-        # 0. State writes to the changelogs.
+        # 7a. State writes to the changelogs.
         if self.state is not None:
             self.state.produce_changelog(self.producer)
         _crash.abort_point("before_commit")
-        # 1. Flush and check every delivery report.
-        self.producer.flush_and_check(self.topic, self.partition)
-        _crash.point("after_produce")
+        # 7b. Flush and check every delivery report.
+        self.producer.flush_and_check(self.scope.topic, self.scope.partition)
+        _crash.point("after_produce")  # F2
         if self.config.exactly_once:
-            # 2. The input offset joins the transaction.
+            # 7c. The input offset joins the transaction.
             self.producer.send_offsets(
-                [TopicPartition(self.topic, self.partition, next_offset, _offsets.stamp(self.config))],
+                [
+                    TopicPartition(
+                        self.scope.topic, self.scope.partition, next_offset, _offsets.stamp(self.config)
+                    )
+                ],
                 _offsets.group_metadata(self.config),
                 self.log,
             )
-            _crash.point("after_send_offsets")
-            # 3. Outputs and offset become visible together.
+            _crash.point("after_send_offsets")  # F3
+            # 7d. Outputs and offset become visible together.
             self.producer.commit_transaction(self.log)
         else:
-            # 3. at_least_once: the offset is committed after the outputs are acknowledged.
-            _offsets.commit(self.config, self.topic, self.partition, next_offset, self.log)
-        _crash.point("after_commit")
-        # 4. Local stores and checkpoint files.
+            # 7d. at_least_once: the offset is committed after the outputs are acknowledged.
+            _offsets.commit(self.config, self.scope.topic, self.scope.partition, next_offset, self.log)
+        _crash.point("after_commit")  # F4
+        # 7e. Local stores and checkpoint files.
         if self.state is not None:
             self.state.on_commit(self.producer)
         return time.monotonic() - t0

@@ -13,8 +13,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
+from eos import _kafka, _names
 from eos.config import Config
-from eos.errors import is_authentication_error
 
 # librdkafka spells some security settings differently from the Java client that Spark's source uses.
 _LIBRDKAFKA_ONLY = frozenset(
@@ -42,7 +42,7 @@ def _base(config: Config) -> dict[str, Any]:
 def producer_settings(config: Config, transactional_id: str | None) -> dict[str, Any]:
     settings: dict[str, Any] = {
         **_base(config),
-        "client.id": f"eos-{config.app_id}",
+        "client.id": _names.client_id(config.app_id),
         # Java's partitioner, so keys land where Spark's own Kafka sink would put them.
         "partitioner": "murmur2_random",
         "linger.ms": 5,
@@ -63,9 +63,9 @@ def producer_settings(config: Config, transactional_id: str | None) -> dict[str,
 def consumer_settings(config: Config, **extra: Any) -> dict[str, Any]:
     return {
         **_base(config),
-        "client.id": f"eos-{config.app_id}",
+        "client.id": _names.client_id(config.app_id),
         **config.consumer,
-        "group.id": config.app_id,
+        "group.id": _names.input_group(config.app_id),
         "enable.auto.commit": False,
         "isolation.level": "read_committed",
         **extra,
@@ -73,7 +73,7 @@ def consumer_settings(config: Config, **extra: Any) -> dict[str, Any]:
 
 
 def admin_settings(config: Config) -> dict[str, Any]:
-    return {**_base(config), "client.id": f"eos-{config.app_id}-admin", **config.admin}
+    return {**_base(config), "client.id": _names.client_id(config.app_id, "admin"), **config.admin}
 
 
 def spark_source_options(config: Config) -> dict[str, str]:
@@ -120,12 +120,13 @@ def admin(config: Config) -> AdminClient:
 
     def on_error(err: KafkaError) -> None:
         # librdkafka reports refused credentials here; calls themselves only time out.
-        if is_authentication_error(err):
+        if _kafka.is_authentication_error(err):
             _auth_failures[key] = err
 
     with _lock:
         if key not in _admins:
-            _admins[key] = AdminClient({**settings, "error_cb": on_error})
+            with _kafka.translating("creating an admin client"):
+                _admins[key] = AdminClient({**settings, "error_cb": on_error})
         return _admins[key]
 
 
@@ -138,7 +139,8 @@ def _cached_consumer(settings: dict[str, Any]) -> Consumer:
     with _lock:
         key = _key(settings)
         if key not in _consumers:
-            _consumers[key] = Consumer(settings)
+            with _kafka.translating("creating a consumer"):
+                _consumers[key] = Consumer(settings)
         return _consumers[key]
 
 
@@ -148,7 +150,7 @@ def restore_consumer(config: Config) -> Consumer:
         consumer_settings(
             config,
             **{
-                "group.id": f"{config.app_id}-restore",
+                "group.id": _names.restore_group(config.app_id),
                 "enable.partition.eof": True,
                 # A roll-forward is often just the commit marker after the local offset: answer fast.
                 "fetch.wait.max.ms": 10,
@@ -164,7 +166,8 @@ def watermark_consumer(config: Config) -> Consumer:
     stable offset instead, which stops short of an open transaction."""
     return _cached_consumer(
         consumer_settings(
-            config, **{"group.id": f"{config.app_id}-watermarks", "isolation.level": "read_uncommitted"}
+            config,
+            **{"group.id": _names.watermark_group(config.app_id), "isolation.level": "read_uncommitted"},
         )
     )
 
@@ -173,3 +176,18 @@ def group_consumer(config: Config) -> Consumer:
     """A consumer of the group `app_id` that never subscribes: used to read and commit its offsets
     and for its group metadata. It does not join the group, so the group has no members."""
     return _cached_consumer(consumer_settings(config))
+
+
+def clear() -> None:
+    """Forget every cached client (see `eos._worker.reset`)."""
+    with _lock:
+        admins, consumers = list(_admins.values()), list(_consumers.values())
+        _admins.clear()
+        _auth_failures.clear()
+        _consumers.clear()
+    for consumer in consumers:
+        try:
+            consumer.close()
+        except Exception:  # noqa: BLE001 - a broken client is being thrown away anyway
+            pass
+    del admins  # AdminClient has no close(): dropping the last reference destroys it

@@ -1,4 +1,5 @@
-"""Named crash points for fault-injection tests: SIGKILL of this very process at a protocol step.
+"""Named crash points for fault-injection tests: SIGKILL of this very process at a protocol step
+(the steps and faults of docs/protocol.md).
 
 Armed only by `EOS_CRASH_AT=<point>[,<point>...]`, read once at import; unarmed, `point()` is a
 constant-time no-op. With `EOS_CRASH_ONCE_DIR` set, each point fires once across all processes
@@ -18,11 +19,11 @@ import os
 import signal
 
 POINTS = (
-    "before_produce",  # F1: processing started, nothing produced
-    "after_produce",  # F2: outputs produced (and flushed), offsets not yet sent
-    "after_send_offsets",  # F3: offsets in the transaction, not committed
-    "after_commit",  # F4: committed, local state not yet flushed/checkpointed
-    "during_restore",  # F6: a state store is half restored from its changelog
+    "before_produce",  # F1: between steps 5 and 6, nothing produced
+    "after_produce",  # F2: after 7b, outputs flushed, offsets not yet sent
+    "after_send_offsets",  # F3: after 7c, offsets in the transaction, not committed
+    "after_commit",  # F4: after 7d, before 7e: committed, local state not yet applied
+    "during_restore",  # F6: in 4b, a state store half restored from its changelog
 )
 
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)

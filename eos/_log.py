@@ -38,3 +38,9 @@ def get_logger(**context: object) -> structlog.stdlib.BoundLogger:
                 cache_logger_on_first_use=True,
             )
     return structlog.get_logger("eos").bind(**context)
+
+
+def forget_setup() -> None:
+    """Decide again on next use whether to configure structlog (`eos._worker.reset`)."""
+    global _configured
+    _configured = False

@@ -14,18 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from eos import _clients
-from eos._retry import Deadline, retry_call
+from eos import _clients, _kafka, _names
 from eos.config import Config
-from eos.errors import (
-    AuthenticationError,
-    BrokerUnreachableError,
-    ForeignOffsetError,
-    TopicNotFoundError,
-    kafka_error_of,
-)
+from eos.errors import ForeignOffsetError, TopicNotFoundError
 
 STAMP_VERSION = "eos/1"
 CLI_STAMP_SOURCE = "cli"
@@ -120,30 +113,31 @@ def committed_entries(
     config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True
 ) -> dict[tuple[str, int], Committed | None]:
     """Committed offset and its metadata per (topic, partition), or None where the group has none."""
-    request = [ConsumerGroupTopicPartitions(config.app_id, [TopicPartition(t, p) for t, p in tps])]
+    group = _names.input_group(config.app_id)
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
     timeout_s = config.operation_timeout_ms / 1000
 
     def fetch() -> dict[tuple[str, int], Committed | None]:
         futures = _clients.admin(config).list_consumer_group_offsets(
             request, require_stable=stable, request_timeout=timeout_s
         )
-        result = futures[config.app_id].result()
+        result = futures[group].result()
         out: dict[tuple[str, int], Committed | None] = {}
         for tp in result.topic_partitions:
             if tp.error is not None:
-                raise KafkaException(tp.error)
+                raise _kafka.translate_error(tp.error, f"offset of {tp.topic}/{tp.partition}")
             out[(tp.topic, tp.partition)] = Committed(tp.offset, tp.metadata) if tp.offset >= 0 else None
         return out
 
-    return retry_call(
-        fetch, what=f"reading committed offsets of group {config.app_id!r}", timeout_s=timeout_s, log=log
+    return _kafka.call(
+        fetch, what=f"reading committed offsets of group {group!r}", timeout_s=timeout_s, log=log
     )
 
 
 def commit(config: Config, topic: str, partition: int, next_offset: int, log=None) -> None:
     """Synchronously commit `next_offset` for the group (the at_least_once path)."""
     consumer = _clients.group_consumer(config)
-    retry_call(
+    _kafka.call(
         lambda: consumer.commit(
             offsets=[TopicPartition(topic, partition, next_offset, stamp(config))], asynchronous=False
         ),
@@ -154,33 +148,25 @@ def commit(config: Config, topic: str, partition: int, next_offset: int, log=Non
 
 
 def group_metadata(config: Config):
-    return _clients.group_consumer(config).consumer_group_metadata()
+    with _kafka.translating(f"group metadata of {config.app_id!r}"):
+        return _clients.group_consumer(config).consumer_group_metadata()
 
 
 def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
     """Partition count per topic; raises BrokerUnreachableError if no broker answers in time and
     EosError subclasses for topics that are missing (the caller decides which)."""
-    timeout_s = config.operation_timeout_ms / 1000
-    deadline = Deadline(timeout_s)
     client = _clients.admin(config)
-    while True:
-        # Short attempts, so refused credentials surface at once rather than at the deadline.
-        try:
-            metadata = client.list_topics(timeout=min(1.0, max(deadline.remaining(), 0.1)))
-            break
-        except KafkaException as exc:
-            client.poll(0)  # serves the error callback that records refused credentials
-            refused = _clients.authentication_failure(config)
-            if refused is not None:
-                raise AuthenticationError(
-                    f"the broker at {config.bootstrap_servers} refused the credentials: {refused.str()}"
-                ) from exc
-            if deadline.expired():
-                err = kafka_error_of(exc)
-                raise BrokerUnreachableError(
-                    f"no Kafka broker at {config.bootstrap_servers} answered within {timeout_s:g}s"
-                    f" ({err.str() if err else exc})"
-                ) from exc
+
+    def refused():
+        client.poll(0)  # serves the error callback that records refused credentials
+        return _clients.authentication_failure(config)
+
+    metadata = _kafka.reach(
+        lambda timeout: client.list_topics(timeout=timeout),
+        where=config.bootstrap_servers,
+        timeout_s=config.operation_timeout_ms / 1000,
+        refused=refused,
+    )
     out: dict[str, int] = {}
     for topic in topics:
         md = metadata.topics.get(topic)

@@ -19,23 +19,20 @@ from itertools import repeat
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AclOperation
 
-from eos import _clients
+from eos import _clients, _kafka
 from eos._arrow import Outputs
 from eos._clients import producer_settings
-from eos._retry import retry_call
+from eos._kafka import Delivery, classify_delivery, kafka_error_of
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
     EosError,
     FencedError,
+    OutputTypeError,
     ProduceError,
     TransactionAbortableError,
-    as_eos_error,
-    is_fenced,
-    is_permanent_delivery_error,
-    kafka_error_of,
 )
-from eos.records import Output, OutputTypeError, to_bytes, to_headers
+from eos.records import Output, to_bytes, to_headers
 
 _FULL_QUEUE_WAIT_S = 0.05
 _POLL_EVERY = 1000
@@ -59,7 +56,10 @@ class OutputProducer:
     def __init__(self, config: Config, transactional_id: str | None) -> None:
         self.config = config
         self.transactional_id = transactional_id
-        self._producer = Producer({**producer_settings(config, transactional_id), "error_cb": self._on_error})
+        with _kafka.translating(f"creating the producer {transactional_id or ''}"):
+            self._producer = Producer(
+                {**producer_settings(config, transactional_id), "error_cb": self._on_error}
+            )
         #: the error that made this producer unusable, as librdkafka reports it through error_cb
         self.fatal_error: KafkaError | None = None
         self._timeout_s = config.operation_timeout_ms / 1000
@@ -143,7 +143,8 @@ class OutputProducer:
                     else self._fast_callback
                 )
                 self._send(t, value, key, p, callback, h, in_topic, in_partition, outputs, i)
-        self._producer.poll(0)  # serve the delivery reports so far (failures surface at the flush)
+        # Serve the delivery reports so far (failures surface at the flush).
+        self._serve(f"producing outputs of {in_topic}/{in_partition}", 0)
         return n
 
     def _new_topics(self, outputs: Outputs) -> list[tuple[int, str]]:
@@ -184,15 +185,15 @@ class OutputProducer:
             except EosError as cause:
                 return cause
             if self.fatal_error is not None:
-                return as_eos_error(KafkaException(self.fatal_error), f"producing to {topic!r}")
-        if err is not None and is_permanent_delivery_error(err):
+                return _kafka.translate_error(self.fatal_error, f"producing to {topic!r}")
+        if err is not None and classify_delivery(err) is Delivery.PERMANENT:
             return ProduceError(
                 f"output to {topic!r} refused: {err.str()}{origin}",
                 topic=in_topic,
                 partition=in_partition,
                 offset=in_offset,
             )
-        return as_eos_error(exc, f"producing to {topic!r}")
+        return _kafka.translate(exc, f"producing to {topic!r}")
 
     def _check_topic(
         self, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str = ""
@@ -225,7 +226,7 @@ class OutputProducer:
                     return err
                 raise
 
-        found = retry_call(describe, what=f"looking up output topic {topic!r}", timeout_s=self._timeout_s)
+        found = _kafka.call(describe, what=f"looking up output topic {topic!r}", timeout_s=self._timeout_s)
         if isinstance(found, KafkaError):
             if found.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 raise refused(f"output to {topic!r} refused: {found.str()}")
@@ -237,10 +238,8 @@ class OutputProducer:
 
     def _serve(self, what: str, timeout: float, flush: bool = False) -> int:
         """poll() / flush(): they raise a fatal error (a fenced producer, say) as KafkaException."""
-        try:
+        with _kafka.translating(what):
             return self._producer.flush(timeout) if flush else self._producer.poll(timeout)
-        except KafkaException as exc:
-            raise as_eos_error(exc, what) from exc
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal() and self.fatal_error is None:
@@ -280,14 +279,15 @@ class OutputProducer:
         candidates, self._failed_offsets = tuple(sorted(self._failed_offsets)), set()
         if failure is not None:
             err, out_topic, in_offset = failure
-            if is_fenced(err):
+            verdict = classify_delivery(err)
+            if verdict is Delivery.FENCED:
                 raise FencedError(f"delivery to {out_topic!r}: {err.str()}", kafka_error=err)
             if in_offset is None:
                 raise DeliveryFailedError(
                     f"delivery to {out_topic!r} failed: {err.str()} (redo one by one to name the record)",
                     kafka_error=err,
                 )
-            if is_permanent_delivery_error(err):
+            if verdict is Delivery.PERMANENT:
                 raise ProduceError(
                     f"output to {out_topic!r} refused: {err.str()}",
                     topic=in_topic,
@@ -304,7 +304,7 @@ class OutputProducer:
     # -- transactions (exactly_once) -----------------------------------------------------------------
 
     def _call(self, what: str, fn, log) -> None:
-        retry_call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
+        _kafka.call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
 
     def init_transactions(self, log=None, known_topic: str | None = None) -> None:
         """Fence older incarnations. `known_topic` (one that exists: the input topic) is looked up twice
@@ -349,7 +349,7 @@ class OutputProducer:
         """Abandon any open transaction (the next incarnation's init_transactions aborts it)."""
         try:
             if not self.in_transaction:
-                self._producer.flush(min(self._timeout_s, 5))
+                self._serve("flushing before close", min(self._timeout_s, 5), flush=True)
         finally:
             self._producer = None
 
@@ -407,7 +407,8 @@ def discard(producer: OutputProducer) -> None:
 
 
 @atexit.register
-def _close_all() -> None:
+def clear() -> None:
+    """Close every kept producer (at exit, and `eos._worker.reset`)."""
     with _lock:
         producers = list(_cache.values())
         _cache.clear()

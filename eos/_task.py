@@ -1,20 +1,11 @@
-"""Executor side: write the rows of one input topic-partition of one micro-batch (SPEC steps 2-7).
+"""Executor side: write the rows of one input topic-partition of one micro-batch, steps 1-8 of
+docs/protocol.md.
 
-`run_partition` is the sink's `mapInArrow` function. Its Arrow batches hold each input topic-partition
-as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one `PartitionTask`:
-
-    2. transactional.id = Config.transactional_id(topic, partition): the same for every attempt.
-    3. init_transactions() fences older incarnations and ends their open transaction
-       (a producer kept from an earlier task in this worker is already initialised).
-    4. Read the group's committed offset (require-stable) and skip rows below it.
-    5. begin -> produce -> Checkpoint.commit() (send offsets, commit), every `commit_every` records,
-       `commit_max_bytes` of input held for a redo, or `commit_interval_ms`, whichever comes first.
-    7. Abortable errors: abort, redo the open transaction's rows record by record (which names a
-       record whose delivery failed), at most `max_redo` times beyond the first redo.
-       Record errors (bad output, `process` raising): abort and raise, naming the record.
-       Fatal errors: close the producer and raise; this attempt is a zombie. One exception: a producer
-       kept from an earlier task that turns out fenced before this task committed anything was only
-       displaced by another worker; it is replaced by a fresh one once.
+`run_partition` is the sink's `mapInArrow` function (D4). Its Arrow batches hold each input
+topic-partition as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one
+`PartitionTask`: steps 1-4 start an incarnation (`_start_incarnation`), step 5 skips what is committed
+(`_skip`), step 6 writes, step 7 is `Checkpoint.commit()`, and `_guarded` applies the error rules of
+step 8.
 
 Rows stay Arrow. They are written a chunk at a time (at most one Arrow batch, and never more than the
 open transaction may still take): pass-through chunks in bulk, `process(row, state)` on row views,
@@ -36,21 +27,22 @@ from eos import _arrow, _crash, _offsets, _rows, _worker
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
-from eos._log import get_logger
-from eos._recovery import PartitionState
+from eos._scope import PartitionScope
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
     FatalError,
     FencedError,
+    OutputTypeError,
     ProcessError,
     ProduceError,
     RecordError,
     TransactionAbortableError,
     TransactionTimeoutError,
 )
-from eos.records import OutputTypeError, outputs_of
+from eos.records import outputs_of
 from eos.state import State, StoreSpec
+from eos.state._partition import PartitionState
 
 Process = Callable[[Any, Any], Any]
 ProcessBatch = Callable[[pa.RecordBatch, Any], Any]
@@ -131,21 +123,17 @@ class Job:
 
 
 class PartitionTask:
+    """The protocol for one input topic-partition of one micro-batch (docs/protocol.md, steps 1-8)."""
+
     def __init__(self, job: Job, topic: str, partition: int) -> None:
         self.job = job
-        self.config = config = job.config
+        self.scope = scope = PartitionScope.of(job.config, topic, partition, job.batch_id)
+        self.config = job.config
         self.layout = job.layout
         self.topic = topic
         self.partition = partition
-        tid = config.transactional_id(topic, partition) if config.exactly_once else None
-        self.stats = PartitionStats(topic, partition, tid)
-        self.log = get_logger(
-            app_id=config.app_id,
-            topic=topic,
-            partition=partition,
-            transactional_id=tid,
-            batch_id=job.batch_id,
-        )
+        self.log = scope.log
+        self.stats = PartitionStats(topic, partition, scope.transactional_id)
         self.producer: producers.OutputProducer | None = None
         self.reused = False
         self.committed: int | None = None
@@ -159,21 +147,13 @@ class PartitionTask:
     def run(self, runs: Iterable[pa.RecordBatch]) -> PartitionStats:
         started = time.monotonic()
         try:
-            self._start_producer(reuse=True)  # 2, 3
-            self._read_committed()  # 4
-            if self.job.stores:
-                self.state = PartitionState(
-                    self.config, self.job.stores, self.topic, self.partition, self.log
-                )
-                self.state.open(self.committed)
-                self.view = self.state.view
-                self.stats.restored = self.state.restored
-            _crash.point("before_produce")
+            self._start_incarnation(reuse=True)  # steps 1-4
+            _crash.point("before_produce")  # F1
             for run in runs:
                 self.stats.records_in += run.num_rows
-                run = self._skip(run)  # 4: rows already written open no transaction
+                run = self._skip(run)  # step 5: rows already written open no transaction
                 position = 0
-                while position < run.num_rows:  # 5
+                while position < run.num_rows:  # steps 6, 7
                     room = self.config.commit_every - (self.checkpoint.records if self.checkpoint else 0)
                     chunk = run.slice(position, min(run.num_rows - position, room))
                     position += self._guarded(lambda chunk=chunk: self._write_new(chunk))
@@ -205,24 +185,34 @@ class PartitionTask:
         )
         return self.stats
 
-    def _start_producer(self, reuse: bool) -> None:
+    def _start_incarnation(self, reuse: bool) -> None:
+        """Steps 1-4, and step 5 for the open transaction's kept input: a producer (the worker's kept
+        one if `reuse`, else a fresh one) that has fenced every older incarnation, the committed offset,
+        the state recovered to it. Run at task start and again when a kept producer turns out displaced;
+        the open transaction (if any) is then gone, and its kept input loses the rows now committed."""
+        tid = self.scope.transactional_id
         if reuse:
-            self.producer, self.reused = producers.acquire(self.config, self.stats.transactional_id)
+            self.producer, self.reused = producers.acquire(self.config, tid)
         else:
-            self.producer, self.reused = (
-                producers.OutputProducer(self.config, self.stats.transactional_id),
-                False,
-            )
+            self.producer, self.reused = producers.OutputProducer(self.config, tid), False
         if self.config.exactly_once and not self.producer.initialized:
-            self.producer.init_transactions(self.log, known_topic=self.topic)
-
-    def _read_committed(self) -> None:
-        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)
+            self.producer.init_transactions(self.log, known_topic=self.topic)  # step 2
+        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)  # step 3
         self.committed = offsets.get((self.topic, self.partition))
         self.stats.committed_before = self.committed
+        if self.job.stores:  # step 4
+            if self.state is None:
+                self.state = PartitionState(self.scope, self.job.stores)
+                self.state.open(self.committed)
+                self.view = self.state.view
+            else:
+                self.state.reopen(self.committed)
+            self.stats.restored = self.state.restored
+        self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
+        self.checkpoint = None
 
     def _guarded(self, action: Callable[[], Any]) -> Any:
-        """Run one step of the open transaction, applying the error rules of step 7; its result."""
+        """Run one action of the open transaction under the error rules of step 8; its result."""
         redos = 0
         replay = False
         while True:
@@ -232,7 +222,7 @@ class PartitionTask:
                 elif self.checkpoint is None:
                     self.checkpoint = self._begin()
                 return action()
-            except TransactionAbortableError as exc:
+            except TransactionAbortableError as exc:  # 8a
                 self._raise_if_timed_out(exc)
                 self._abort(exc)
                 if not self.producer.exact:
@@ -249,7 +239,7 @@ class PartitionTask:
                     "redoing transaction record by record", attempt=redos, rows=self._pending_rows()
                 )
                 replay = True
-            except RecordError as exc:
+            except RecordError as exc:  # 8b
                 try:
                     self._abort(exc)
                 except FatalError as abort_failure:
@@ -260,7 +250,7 @@ class PartitionTask:
                 if isinstance(exc, ProduceError) and len(exc.candidates) > 1:
                     raise self._isolate(exc) from exc
                 raise
-            except FencedError as exc:
+            except FencedError as exc:  # 8c, or 8d for a kept producer
                 self._raise_if_timed_out(exc)
                 if not (self.reused and self.stats.transactions == 0):
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
@@ -268,21 +258,17 @@ class PartitionTask:
                 # A kept producer displaced by another worker: take the partition back once.
                 self.log.info("kept producer was fenced by a newer incarnation; starting a fresh one")
                 producers.discard(self.producer)
+                self.producer = None
                 self.stats.producers_replaced += 1
-                self._start_producer(reuse=False)
-                self._read_committed()
-                if self.state is not None:
-                    self.state.reopen(self.committed)
-                self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
-                self.checkpoint = None
+                self._start_incarnation(reuse=False)
                 replay = True
-            except FatalError as exc:
+            except FatalError as exc:  # 8c
                 self._raise_if_timed_out(exc)
                 self.log.error("fatal producer error", error=str(exc))
                 raise
 
     def _raise_if_timed_out(self, exc: Exception) -> None:
-        """A transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
+        """8e: a transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
         its producer: the attempt is not a zombie, and redoing it as slowly would fail again."""
         if self.checkpoint is None or isinstance(exc, TransactionTimeoutError):
             return
@@ -347,7 +333,7 @@ class PartitionTask:
             self.checkpoint.input_bytes += chunk.nbytes
 
     def _begin(self) -> Checkpoint:
-        return Checkpoint(self.config, self.producer, self.topic, self.partition, self.log, self.state)
+        return Checkpoint(self.scope, self.producer, self.state)
 
     def _abort(self, exc: BaseException) -> None:
         self.stats.aborted += 1
@@ -361,7 +347,8 @@ class PartitionTask:
     # -- writing rows --------------------------------------------------------------------------------
 
     def _skip(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
-        """`chunk` without its rows below the committed offset (already written), counting them."""
+        """Step 5, the one place it is done: `chunk` without its rows below the committed offset
+        (already written), counting them."""
         n = _arrow.below(chunk, self.layout, self.committed)
         self.stats.skipped += n
         return chunk.slice(n) if n else chunk
@@ -402,12 +389,7 @@ class PartitionTask:
         try:
             result = self.job.process_batch(chunk, self.view)
         except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
-            raise ProcessError(
-                f"process_batch over input offsets {first}-{last} raised {type(exc).__name__}: {exc}",
-                topic=self.topic,
-                partition=self.partition,
-                offset=first,
-            ) from exc
+            raise self._process_error(f"process_batch over input offsets {first}-{last}", exc, first) from exc
         return _arrow.batch_outputs(
             result,
             default_topic=self.config.output_topic,
@@ -416,6 +398,11 @@ class PartitionTask:
             first=first,
             last=last,
         )
+
+    def _process_error(self, caller: str | None, exc: Exception, offset: int) -> ProcessError:
+        """8b: the user's function raised (`caller`), or returned an output Kafka cannot carry (None)."""
+        message = str(exc) if caller is None else f"{caller} raised {type(exc).__name__}: {exc}"
+        return ProcessError(message, topic=self.topic, partition=self.partition, offset=offset)
 
     def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
@@ -432,16 +419,9 @@ class PartitionTask:
             try:
                 outs = list(outputs_of(process(row, view)))
             except OutputTypeError as exc:
-                raise ProcessError(
-                    str(exc), topic=self.topic, partition=self.partition, offset=offset
-                ) from exc
+                raise self._process_error(None, exc, offset) from exc
             except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
-                raise ProcessError(
-                    f"process raised {type(exc).__name__}: {exc}",
-                    topic=self.topic,
-                    partition=self.partition,
-                    offset=offset,
-                ) from exc
+                raise self._process_error("process", exc, offset) from exc
             # An output without its own topic / partition takes the row's column, else the config's topic.
             row_topic = row_topics[i] if row_topics is not None else default_topic
             row_partition = row_partitions[i] if row_partitions is not None else None

@@ -1,11 +1,18 @@
-"""The Python worker itself: keep PySpark's per-task import-cache reset cheap.
+"""What a Python worker keeps between tasks: every per-process cache eos has, listed here with the one
+`reset` that tests use, and the trimming of PySpark's import caches that keeps a task's set-up cheap.
 
-Before every task, PySpark's worker calls `importlib.invalidate_caches()` (`setup_spark_files` in
-`pyspark/worker_util.py`). Spark's workers import pyspark from `pyspark.zip`, and every zipimporter
-in `sys.path_importer_cache` then re-reads its whole archive directory, in pure Python: there is one
-for each package directory ever imported from the zip (`pyspark.zip/pyspark/sql`, ...), each reading
-the same archive. Measured here: ~180 ms per task with 14 such importers, ~9 ms with only the zips on
-`sys.path`; `make bench` profiles showed it as the largest single cost of a worker.
+Caches (each lives beside the code that fills it):
+    eos._producer     kept producers, one per transactional.id (at most max_producers_per_worker)
+    eos._clients      admin and consumer clients per settings, and the admin's refused credentials
+    eos.state._changelog   changelogs already checked, with their partition counts
+    eos._log          whether structlog was set up
+
+PySpark's own import caches: before every task, its worker calls `importlib.invalidate_caches()`
+(`setup_spark_files` in `pyspark/worker_util.py`). Spark's workers import pyspark from `pyspark.zip`,
+and every zipimporter in `sys.path_importer_cache` then re-reads its whole archive directory, in pure
+Python: there is one for each package directory ever imported from the zip (`pyspark.zip/pyspark/sql`,
+...), each reading the same archive. Measured here: ~180 ms per task with 14 such importers, ~9 ms
+with only the zips on `sys.path`; `make bench` profiles showed it as the largest single cost of a worker.
 
 `trim_import_caches` drops every cached zipimporter, those of the archives on `sys.path` included
 (keeping those measured ~9 ms per task, 13 % of a worker's samples in an Arrow-path profile). Nothing
@@ -17,6 +24,18 @@ from __future__ import annotations
 
 import sys
 import zipimport
+
+from eos import _clients, _log
+from eos import _producer as producers
+from eos.state import _changelog
+
+
+def reset() -> None:
+    """Close and forget everything this process keeps between tasks, as a fresh worker would start."""
+    producers.clear()
+    _clients.clear()
+    _changelog.forget_ensured()
+    _log.forget_setup()
 
 
 def trim_import_caches() -> int:

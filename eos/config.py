@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from eos import _names
 from eos.errors import ConfigError
 
 AT_LEAST_ONCE = "at_least_once"
@@ -201,11 +202,8 @@ class Config:
         return self.processing_guarantee == EXACTLY_ONCE
 
     def transactional_id(self, topic: str, partition: int) -> str:
-        """A pure function of (app_id, topic, partition): every attempt at a partition fences the others.
-
-        ':' is legal in neither app_id nor topic names, so distinct inputs never collide.
-        """
-        return f"{self.app_id}:{topic}:{partition}"
+        """The producer's transactional.id for input partition `topic`/`partition` (`eos._names`)."""
+        return _names.transactional_id(self.app_id, topic, partition)
 
     # -- other constructors -------------------------------------------------------------------------
 

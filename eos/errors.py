@@ -1,4 +1,4 @@
-"""Every error eos raises, and the one place where confluent-kafka's errors are classified.
+"""Every error eos raises: one hierarchy, all under `EosError`.
 
     EosError
     ├── ConfigError             a setting is invalid; names the field (also a ValueError)
@@ -10,6 +10,9 @@
     │                           raised before anything of that input partition is written or skipped
     ├── ChangelogError          a state store's changelog topic cannot back it (too few partitions,
     │                           not compacted); raised before the store is used
+    ├── StoreLockedError        another process holds a state store's lock beyond the deadline
+    ├── OutputTypeError         an output field has a type Kafka cannot carry (also a TypeError); the
+    │                           task reports it as the ProcessError of the record that returned it
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
@@ -27,15 +30,16 @@
             └── TransactionTimeoutError
                                 the transaction outlived transaction.timeout.ms and the broker aborted it
 
-`classify` / `classify_delivery` are the only functions that look at a confluent-kafka error code.
-This module imports nothing from eos, so every other module can import it.
+A leaf: this module imports nothing from eos (and nothing from confluent-kafka but a type), so every
+module can import it. Where confluent-kafka's errors become these is `eos._kafka`, the one boundary.
 """
 
 from __future__ import annotations
 
-import enum
+from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, KafkaException
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 
 class EosError(Exception):
@@ -58,13 +62,6 @@ class BrokerUnreachableError(EosError):
 
 class AuthenticationError(EosError):
     """The broker refused this client's credentials."""
-
-
-_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
-
-
-def is_authentication_error(err: KafkaError | None) -> bool:
-    return err is not None and err.code() in _AUTHENTICATION_CODES
 
 
 class TopicNotFoundError(EosError):
@@ -151,96 +148,15 @@ class TransactionTimeoutError(FatalError):
     the producer): `process` is slower than the transaction allows, not a zombie."""
 
 
-class Kind(enum.Enum):
-    RETRIABLE = "retriable"
-    ABORTABLE = "abortable"
-    FATAL = "fatal"
+class StoreLockedError(EosError):
+    """Another process holds this store's lock beyond the deadline."""
 
 
-_FENCED_CODES = frozenset(
-    {
-        KafkaError._FENCED,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.INVALID_PRODUCER_EPOCH,
-    }
-)
+class OutputTypeError(EosError, TypeError):
+    """A field of an output record has a type Kafka cannot carry. Converted to a RecordError by the task."""
 
-# Transient broker states. Errors built from admin and group responses often lack librdkafka's
-# retriable flag, so these codes are retriable whatever the flags say.
-_RETRIABLE_CODES = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.UNSTABLE_OFFSET_COMMIT,
-        KafkaError.CONCURRENT_TRANSACTIONS,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-    }
-)
-
-# Delivery failures that a redo of the same record can not cure.
-_PERMANENT_DELIVERY_CODES = frozenset(
-    {
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.RECORD_LIST_TOO_LARGE,
-        KafkaError.INVALID_RECORD,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._UNKNOWN_TOPIC,
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-        KafkaError.POLICY_VIOLATION,
-        KafkaError.INVALID_REQUIRED_ACKS,
-    }
-)
-
-
-def kafka_error_of(exc: BaseException) -> KafkaError | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return exc.args[0]
-    return None
-
-
-def classify(err: KafkaError | None) -> Kind:
-    """Retriable / abortable / fatal, as librdkafka's transactional API documents them.
-
-    Fenced and invalid-epoch errors are fatal even where librdkafka does not flag them so: they mean a
-    newer incarnation owns the transactional.id. Anything unknown is fatal.
-    """
-    if err is None or err.fatal() or err.code() in _FENCED_CODES:
-        return Kind.FATAL
-    if err.txn_requires_abort():
-        return Kind.ABORTABLE
-    if err.retriable() or err.code() in _RETRIABLE_CODES:
-        return Kind.RETRIABLE
-    return Kind.FATAL
-
-
-def is_permanent_delivery_error(err: KafkaError) -> bool:
-    """A delivery failure that will fail again for the same record (so redoing is pointless)."""
-    return err.code() in _PERMANENT_DELIVERY_CODES
-
-
-def is_fenced(err: KafkaError | None) -> bool:
-    return err is not None and err.code() in _FENCED_CODES
-
-
-def as_eos_error(exc: BaseException, what: str) -> KafkaClientError:
-    """Wrap a confluent-kafka exception in the EosError subclass its classification names."""
-    err = kafka_error_of(exc)
-    detail = f"{what}: {err.str() if err is not None else exc}"
-    kind = classify(err)
-    if kind is Kind.RETRIABLE:
-        return RetriableError(f"{detail} (retriable, deadline exceeded)", kafka_error=err)
-    if kind is Kind.ABORTABLE:
-        return TransactionAbortableError(detail, kafka_error=err)
-    if is_fenced(err):
-        return FencedError(
-            f"{detail} (fenced by a newer incarnation: this attempt is a zombie)", kafka_error=err
+    def __init__(self, field: str, value: Any, message: str | None = None) -> None:
+        self.field = field
+        super().__init__(
+            message or f"output field {field!r} must be bytes or str, not {type(value).__name__}"
         )
-    return FatalError(detail, kafka_error=err)

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from eos.errors import OutputTypeError
+
 Headers = list[tuple[str, bytes | None]]
 
 
@@ -24,16 +26,6 @@ class Output:
     topic: str | None = None
     #: Overrides the producer's partitioner for this record.
     partition: int | None = None
-
-
-class OutputTypeError(TypeError):
-    """A field of an output record has a type Kafka cannot carry. Converted to a RecordError by the task."""
-
-    def __init__(self, field: str, value: Any, message: str | None = None) -> None:
-        self.field = field
-        super().__init__(
-            message or f"output field {field!r} must be bytes or str, not {type(value).__name__}"
-        )
 
 
 def to_bytes(field: str, value: Any) -> bytes | None:

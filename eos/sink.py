@@ -1,16 +1,16 @@
 """Driver side: the `foreachBatch` function.
 
-Per micro-batch, `Sink.__call__`:
-    1. checks the batch's columns (before any transaction begins);
-    2. checks that a broker answers and the configured output topic exists (and, once, that
+Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
+    D1. checks the batch's columns (before any transaction begins);
+    D2. checks that a broker answers and the configured output topic exists (and, once, that
        transaction_timeout_ms is within the broker's transaction.max.timeout.ms);
-    3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
+    D3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
        nothing to do where the Kafka source already gave each topic-partition its own Spark partition
        (`_partitioning`, classic Spark only), else a shuffle by (topic, partition) and a sort by offset,
        e.g. where the source split them (minPartitions / maxRecordsPerPartition) or under Spark Connect;
-    4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
+    D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
-    5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
+    D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class BatchSummary:
     commit_ms_max: float
     seconds: float
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
-    #: whether the rows went through the regrouping shuffle (step 3) or were already one run per task
+    #: whether the rows went through the regrouping shuffle (D3) or were already one run per task
     regrouped: bool = True
 
     def as_dict(self) -> dict[str, Any]:
@@ -68,8 +68,15 @@ HISTORY_SIZE = 1_000
 
 
 class Sink:
-    """`df.writeStream.foreachBatch(eos.sink(config))`. Keeps the summaries of the most recent
-    `history_size` batches it wrote (a query runs for months: its driver must not keep them all).
+    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once):
+    `df.writeStream.foreachBatch(eos.sink(config))`.
+
+    `process(row, state)` runs per input row; `process_batch(batch, state)` per Arrow record batch of
+    one input partition, returning Arrow with the output columns. `stores` names the state stores they
+    may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
+    executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
+    (the Connect server under Spark Connect) after each batch. `history_size`: how many recent batch
+    summaries `history` keeps (a query runs for months: its driver must not keep them all).
 
     Under Spark Connect the server runs a pickled copy of the sink: `history` is kept there, so read
     the figures through `on_batch` (or the `batch written` log event) instead.
@@ -81,6 +88,7 @@ class Sink:
         process: Process | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
         on_commit: OnCommit | None = None,
+        *,
         process_batch: ProcessBatch | None = None,
         on_batch: OnBatch | None = None,
         history_size: int = HISTORY_SIZE,
@@ -233,23 +241,5 @@ class Sink:
         )
 
 
-def sink(
-    config: Config,
-    process: Process | None = None,
-    stores: Mapping[str, StoreSpec | str] | None = None,
-    on_commit: OnCommit | None = None,
-    *,
-    process_batch: ProcessBatch | None = None,
-    on_batch: OnBatch | None = None,
-    history_size: int = HISTORY_SIZE,
-) -> Sink:
-    """The `foreachBatch` function that writes each micro-batch exactly once (or at least once).
-
-    `process(row, state)` runs per input row; `process_batch(batch, state)` per Arrow record batch of
-    one input partition, returning Arrow with the output columns. `stores` names the state stores they
-    may use, each with its StoreSpec (or a value serde name). `on_commit(eos.Commit)` is called on the
-    executor after each commit of an input topic-partition; `on_batch(eos.BatchSummary)` on the driver
-    (the Connect server under Spark Connect) after each batch. `history_size`: how many recent batch
-    summaries `Sink.history` keeps.
-    """
-    return Sink(config, process, stores, on_commit, process_batch, on_batch, history_size)
+#: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).
+sink = Sink

@@ -1,18 +1,12 @@
-"""Proof helpers: seed an input topic with unique sequence ids and check an output topic against it.
-
-The check is the one the SPEC asks for: a read_committed consumer reads the whole output topic and
-compares it with the input — nothing missing, nothing twice, order kept per input partition — after a
-marker written to every output partition has become visible (so no transaction is left hanging).
-Used by the tests, `make demo` and the fault harness; it is part of the package so that users can run
-the same check against their own pipelines.
+"""Prove a pipeline's Kafka output exactly-once: seed an input topic with unique sequence ids, then read
+the output topic with read_committed and compare it with that input — nothing missing, nothing twice,
+order kept per input partition, no transaction left hanging (a marker written to every output partition
+must become visible). eos's tests and `make demo` prove eos with it; users run the same check on their
+own pipelines.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -22,8 +16,24 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos.records import Output
+__all__ = [
+    "MARKER_HEADER",
+    "Comparison",
+    "HistoryChecker",
+    "OutputRecord",
+    "compare",
+    "create_topic",
+    "expected_running_counts",
+    "flatten",
+    "parse_value",
+    "produce_sequence",
+    "read_topic",
+    "seq_value",
+    "verify_exactly_once",
+    "write_markers",
+]
 
+#: the header of the markers `write_markers` writes; `read_topic` leaves records with it out
 MARKER_HEADER = "eos.marker"
 
 
@@ -53,10 +63,13 @@ def create_topic(
 
 
 def seq_value(topic: str, partition: int, seq: int) -> bytes:
+    """The value `produce_sequence` writes: unique per record, so that the check can name duplicates,
+    losses and order without trusting offsets."""
     return f"{topic}|{partition}|{seq}".encode()
 
 
 def parse_value(value: bytes) -> tuple[str, int, int]:
+    """(topic, partition, seq) of a `seq_value`."""
     topic, partition, seq = value.decode().rsplit("|", 2)
     return topic, int(partition), int(seq)
 
@@ -260,133 +273,15 @@ def verify_exactly_once(
 
 
 def flatten(sent: Mapping[int, list[bytes]]) -> Iterator[bytes]:
+    """Every value of `produce_sequence`'s result, the `expected` of `compare`."""
     for values in sent.values():
         yield from values
 
 
-class DriverProcess:
-    """A Spark driver program run as its own process group, so that a SIGKILL takes the driver, its
-    JVM and its Python workers down at once, as a lost machine would."""
-
-    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None, log_path: str | None = None):
-        self.log_path = log_path
-        log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            argv,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-
-    def running(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> bool:
-        """SIGKILL the whole process group; returns whether it was still running."""
-        if not self.running():
-            return False
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        return True
-
-    def wait(self, timeout: float = 600) -> int:
-        return self.proc.wait(timeout=timeout)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        if not self.log_path:
-            return ""
-        with open(self.log_path, errors="replace") as f:
-            return f.read()[-chars:]
-
-
-@attrs.frozen
-class Proc:
-    pid: int
-    ppid: int
-    cmdline: str
-
-
-def processes() -> dict[int, Proc]:
-    """Every live process but zombies: pid -> (parent, command line), from /proc."""
-    out: dict[int, Proc] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat.rsplit(") ", 1)[1].split()
-        if rest[0] == "Z":
-            continue
-        pid = int(entry.name)
-        out[pid] = Proc(pid, int(rest[1]), cmdline)
-    return out
-
-
-def descendants(root: int, table: dict[int, Proc] | None = None) -> list[Proc]:
-    """Every process below `root` (children, their children, ...), from `table` or a fresh one."""
-    table = table if table is not None else processes()
-    children: dict[int, list[Proc]] = {}
-    for p in table.values():
-        children.setdefault(p.ppid, []).append(p)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child.pid)
-    return found
-
-
-def append_summary(path, summary) -> None:
-    """Append a sink's `BatchSummary` (its figures, not the per-partition rows) as one JSON line."""
-    with open(path, "a") as f:
-        f.write(json.dumps(summary.as_dict()) + "\n")
-
-
-def read_summaries(path) -> list[dict]:
-    """Batch summaries appended as JSON lines by `append_summary` (examples/pipeline.py --summaries)."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def count_per_key(row, state):
-    """A stateful `process` for the proofs: the running count of the row's key in its input partition,
-    appended to the value as `#<count>` (what `expected_running_counts` recomputes from the input)."""
-    counts = state.store("counts")
-    n = counts.get(row.key, 0) + 1
-    counts.put(row.key, n)
-    return Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
-
-
-def count_per_key_batch(batch, state):
-    """`count_per_key` for `process_batch`: the same outputs for a whole Arrow batch, with one bulk read
-    and one bulk write of the store."""
-    import pyarrow as pa
-
-    counts = state.store("counts")
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
-    distinct = list(dict.fromkeys(keys))
-    current = dict(zip(distinct, counts.get_many(distinct, default=0), strict=True))
-    out = []
-    for key, value in zip(keys, values, strict=True):
-        n = current[key] + 1
-        current[key] = n
-        out.append(value + b"#%d" % n)
-    counts.put_many(current)
-    return pa.RecordBatch.from_arrays([pa.array(out, pa.binary()), batch.column("key")], ["value", "key"])
-
-
 def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[bytes, int]:
-    """For `produce_sequence` input: each input value's running count of its key within its partition
-    (what examples/pipeline.py --stateful appends), recomputed from the input alone."""
+    """For `produce_sequence` input: each input value's running count of its key within its partition,
+    recomputed from the input alone — the `running_counts` of `compare` for a pipeline that appends
+    `#<count>` to each value (examples/pipeline.py --stateful)."""
     out: dict[bytes, int] = {}
     for values in sent.values():
         counts: Counter = Counter()
@@ -394,33 +289,4 @@ def expected_running_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> 
             key = parse_value(value)[2] % keys
             counts[key] += 1
             out[value] = counts[key]
-    return out
-
-
-def final_state(bootstrap: str, changelog: str, timeout: float = 60) -> dict[tuple[int, bytes], bytes | None]:
-    """The last committed value per (partition, key) of a changelog topic: the store's state."""
-    records, _ = read_topic(bootstrap, changelog, timeout=timeout)
-    state: dict[tuple[int, bytes], bytes | None] = {}
-    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-        state[(r.partition, r.key)] = r.value
-    return state
-
-
-def changelog_mismatches(bootstrap: str, changelog: str, sent: Mapping[int, list[bytes]]) -> int:
-    """Keys whose last committed count in the changelog differs from the recomputation from the
-    input (`produce_sequence` input, a `json` count store), plus keys that should not exist."""
-    expected = expected_final_counts(sent)
-    state = final_state(bootstrap, changelog)
-    return sum(1 for k, n in expected.items() if state.get(k) != str(n).encode()) + sum(
-        1 for k in state if k not in expected
-    )
-
-
-def expected_final_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> dict[tuple[int, bytes], int]:
-    """For `produce_sequence` input: the final count per (input partition, key)."""
-    out: dict[tuple[int, bytes], int] = {}
-    for partition, values in sent.items():
-        for value in values:
-            key = (partition, f"k{parse_value(value)[2] % keys}".encode())
-            out[key] = out.get(key, 0) + 1
     return out

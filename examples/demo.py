@@ -15,6 +15,9 @@ The guarantee is switched by EOS_PROCESSING_GUARANTEE alone; the pipeline code i
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,11 +25,23 @@ import uuid
 from pathlib import Path
 
 from eos import testing
-from eos.testing import DriverProcess, read_summaries
 
 PIPELINE = Path(__file__).with_name("pipeline.py")
 PARTITIONS = 4
 FAULTS = "after_produce,after_commit"
+
+
+def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """The pipeline as a process group of its own, so that one SIGKILL takes it down as a lost machine."""
+    with open(log, "ab") as stderr:
+        return subprocess.Popen(
+            argv, env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+
+
+def batches_done(summaries: Path) -> int:
+    """Batches the pipeline has written: it appends one JSON line per batch to --summaries."""
+    return len(summaries.read_text().splitlines()) if summaries.exists() else 0
 
 
 def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path) -> str:
@@ -53,17 +68,19 @@ def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path)
         "EOS_CRASH_ONCE_DIR": str(once),
         "EOS_LOG_LEVEL": "WARNING",
     }
-    log = str(workdir / f"{guarantee}.log")
+    log = workdir / f"{guarantee}.log"
 
-    driver = DriverProcess(argv, env, log)
-    while len(read_summaries(summaries)) < 3 and driver.running():
+    driver = start(argv, env, log)
+    while batches_done(summaries) < 3 and driver.poll() is None:
         time.sleep(0.2)
-    batches = len(read_summaries(summaries))
-    if driver.kill():
+    batches = batches_done(summaries)
+    if driver.poll() is None:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers at once
+        driver.wait()
         print(f"  [{guarantee}] driver SIGKILLed mid-stream after {batches} batches")
-    driver = DriverProcess(argv, env, log)
-    if driver.wait() != 0:
-        sys.exit(f"pipeline failed:\n{driver.log_tail()}")
+    driver = start(argv, env, log)
+    if driver.wait(timeout=600) != 0:
+        sys.exit(f"pipeline failed:\n{log.read_text(errors='replace')[-4000:]}")
     kills = sorted(p.name.removeprefix("crashed-") for p in once.iterdir())
     print(f"  [{guarantee}] Python workers SIGKILLed at: {', '.join(kills)}")
     return output

@@ -10,7 +10,8 @@ emits a running count per key with `process` (one row at a time), `--stateful-ba
 `process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
 Connect. Each batch's summary is appended to --summaries as one JSON line (through `on_batch`, which
 also works where the sink runs on a Connect server). `make demo` and the integration tests run this
-file as their driver process, so they can SIGKILL it.
+file as their driver process, so they can SIGKILL it; the tests, `make bench` and the chaos pipeline
+import its `count_per_key` and `count_per_key_batch`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,40 @@ from functools import partial
 import attrs
 
 import eos
-from eos.testing import append_summary, count_per_key, count_per_key_batch
+
+
+def count_per_key(row, state):
+    """`process` for --stateful: the running count of the row's key in its input partition, appended to
+    the value as `#<count>` (what `eos.testing.expected_running_counts` recomputes from the input)."""
+    counts = state.store("counts")
+    n = counts.get(row.key, 0) + 1
+    counts.put(row.key, n)
+    return eos.Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
+
+
+def count_per_key_batch(batch, state):
+    """`count_per_key` for `process_batch` (--stateful-batch): the same outputs for a whole Arrow batch,
+    with one bulk read and one bulk write of the store."""
+    import pyarrow as pa
+
+    counts = state.store("counts")
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    distinct = list(dict.fromkeys(keys))
+    current = dict(zip(distinct, counts.get_many(distinct, default=0), strict=True))
+    out = []
+    for key, value in zip(keys, values, strict=True):
+        n = current[key] + 1
+        current[key] = n
+        out.append(value + b"#%d" % n)
+    counts.put_many(current)
+    return pa.RecordBatch.from_arrays([pa.array(out, pa.binary()), batch.column("key")], ["value", "key"])
+
+
+def append_summary(path: str, summary: eos.BatchSummary) -> None:
+    """`on_batch`: a sink's `BatchSummary` (its figures, not the per-partition rows) as one JSON line."""
+    with open(path, "a") as f:
+        f.write(json.dumps(summary.as_dict()) + "\n")
 
 
 def append_commit(path: str, commit: eos.Commit) -> None:

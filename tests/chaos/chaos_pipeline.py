@@ -1,7 +1,7 @@
 """The driver program the chaos harness starts, kills and restarts.
 
-    python chaos_pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
-                             --summaries FILE [--stateful] [--max-offsets N] [--rerun-trigger FILE]
+    python -m tests.chaos.chaos_pipeline --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
+        --summaries FILE --events-dir DIR [--stateful] [--max-offsets N] [--rerun-trigger FILE]
 
 Like examples/pipeline.py, with what a fault schedule needs on a standalone cluster:
 - every EOS_* variable of this process is passed to the executors (`spark.executorEnv`), so the crash
@@ -19,8 +19,14 @@ import argparse
 import os
 import signal
 
+from pyspark import cloudpickle
+
 import eos
-from eos.testing import append_summary, count_per_key
+from examples import pipeline
+
+# The standalone cluster's executors run in work directories of their own, where the `examples` package
+# (not installed) cannot be imported: Spark ships `count_per_key` to them by value.
+cloudpickle.register_pickle_by_value(pipeline)
 
 
 def main() -> None:
@@ -57,11 +63,15 @@ def main() -> None:
             conf[f"spark.executorEnv.{key}"] = value
     spark = eos.spark_session(f"chaos-{args.app_id}", conf=conf)
     df = eos.read_stream(spark, config, [args.input], maxOffsetsPerTrigger=args.max_offsets)
-    sink = eos.sink(config, count_per_key, stores={"counts": "json"}) if args.stateful else eos.sink(config)
+    sink = (
+        eos.sink(config, pipeline.count_per_key, stores={"counts": "json"})
+        if args.stateful
+        else eos.sink(config)
+    )
 
     def write(batch_df, batch_id):
         sink(batch_df, batch_id)
-        append_summary(args.summaries, sink.last)
+        pipeline.append_summary(args.summaries, sink.last)
         if args.rerun_trigger and os.path.exists(args.rerun_trigger):
             with open(os.path.join(args.events_dir, "rerun-kills"), "a") as f:
                 f.write(f"{batch_id}\n")

@@ -17,9 +17,10 @@ import urllib.request
 from pathlib import Path
 
 import attrs
+import psutil
 
 from eos._localbroker import free_port
-from eos.testing import Proc, descendants, processes
+from tests.support.processes import Proc, descendants, processes
 
 
 def _spark_home() -> Path:
@@ -28,13 +29,13 @@ def _spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def cpu_ticks(pid: int) -> int:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (0 once it has exited): a rising value means busy."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(") ", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except OSError:
-        return 0
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0.0
+    return times.user + times.system
 
 
 def signal_all(pids, sig: int) -> int:

@@ -1,8 +1,8 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
-    python tests/chaos/harness.py [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
-                                  [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
-                                  [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
+    python -m tests.chaos.harness [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
+                                [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
+                                [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
 `--brokers 3`: a replicated cluster (three brokers and a controller of its own, replication factor 3 for
 every topic, min.insync.replicas 2); broker restarts become coordinator kills, leader kills, two brokers
@@ -40,17 +40,18 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from eos import testing
+from eos._localbroker import LocalBroker, LocalCluster, free_port
+from eos.testing import HistoryChecker, OutputRecord
+from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
+from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
+from tests.support import counting
+from tests.support.processes import DriverProcess
+from tests.support.summaries import read_summaries
 
-from cluster import StandaloneCluster, cpu_ticks, signal_all  # noqa: E402
-from faults import BROKER_FAULTS, Incarnation, schedule  # noqa: E402
-
-from eos import testing  # noqa: E402
-from eos._localbroker import LocalBroker, LocalCluster, free_port  # noqa: E402
-from eos.testing import DriverProcess, HistoryChecker, OutputRecord, read_summaries  # noqa: E402
-
-PIPELINE = HERE / "chaos_pipeline.py"
+#: the repository: the driver runs `python -m tests.chaos.chaos_pipeline` from here
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = "tests.chaos.chaos_pipeline"
 TRANSACTION_TIMEOUT_MS = 10_000
 PAUSES = {"zombie_pause", "executor_pause"}
 HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
@@ -169,9 +170,9 @@ class Chaos:
         workers = []
         while time.monotonic() < deadline:
             workers = self.cluster.python_workers()
-            before = {w.pid: cpu_ticks(w.pid) for w in workers}
+            before = {w.pid: cpu_seconds(w.pid) for w in workers}
             time.sleep(0.3)
-            busy = [w for w in workers if cpu_ticks(w.pid) > before[w.pid]]
+            busy = [w for w in workers if cpu_seconds(w.pid) > before[w.pid]]
             if busy:
                 return self.rng.choice(busy)
         return self.rng.choice(workers) if workers else None
@@ -344,7 +345,7 @@ class Chaos:
             }
             argv = [
                 sys.executable,
-                str(PIPELINE),
+                *("-m", PIPELINE),
                 *("--bootstrap", self.bootstrap, "--app-id", app_id, "--input", self.source),
                 *("--output", output, "--checkpoint", str(run_dir / "checkpoint")),
                 *("--summaries", str(summaries), "--events-dir", str(events)),
@@ -356,14 +357,16 @@ class Chaos:
                 # changelog, and the restore is where this incarnation's crash point fires (F6).
                 shutil.rmtree(run_dir / "state", ignore_errors=True)
                 faults["state_dir_lost"] += 1
-            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"))
+            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"), cwd=ROOT)
             batches = len(read_summaries(summaries))
             if inc.end == "finish":  # 3.
                 rc = self._finish(proc)
                 if rc != 0:
                     driver_failures += 1
                     log(f"  last incarnation exited {rc}; running it once more\n{proc.log_tail(3000)}")
-                    proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"))
+                    proc = DriverProcess(
+                        argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"), cwd=ROOT
+                    )
                     rc = self._finish(proc)
                 finished = rc == 0
                 log(f"  incarnation {i}: ran to the end (exit {rc})")
@@ -421,7 +424,7 @@ class Chaos:
         changelog_mismatches = 0
         if stateful:
             changelog = f"{app_id}-{self.source}-counts-changelog"
-            changelog_mismatches = testing.changelog_mismatches(self.bootstrap, changelog, self.sent)
+            changelog_mismatches = counting.changelog_mismatches(self.bootstrap, changelog, self.sent)
         history = read_summaries(summaries)
         batch_ids = Counter(s["batch_id"] for s in history)
         kills = sum(n for k, n in faults.items() if k in HARD_KILLS or k.startswith("crash_"))

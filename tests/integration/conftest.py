@@ -19,7 +19,7 @@ import pytest
 
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
-from eos.testing import DriverProcess
+from tests.support.processes import DriverProcess
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
 

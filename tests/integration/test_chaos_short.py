@@ -4,14 +4,10 @@ real kills and restarts) on a smaller input with fewer faults, in both guarantee
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
-
-import harness  # noqa: E402
+from tests.chaos import harness
 
 
 @pytest.mark.timeout(1200)

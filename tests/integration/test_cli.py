@@ -23,12 +23,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 import eos
 from eos import testing
-from eos._cli_base import CliError
-from eos._cli_kafka import Broker
 from eos._localbroker import SASL_USERS, free_port
 from eos._log import get_logger
-from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, ensure_changelog
+from eos._names import INPUT_OFFSET_HEADER
+from eos._scope import PartitionScope
 from eos.cli import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, build_config
+from eos.cli._base import CliError
+from eos.cli._broker import Broker
+from eos.state._changelog import ensure_changelog
+from eos.state._partition import PartitionState
 
 PER_PARTITION = 10
 COMMITTED = {0: 4, 1: 7}
@@ -309,7 +312,8 @@ _HOLD_LOCK = textwrap.dedent(
 
 def _restore(config, topic, partition):
     """What a task does at start: open the partition's stores (restoring them from the changelog)."""
-    state = PartitionState(config, {"counts": eos.StoreSpec()}, topic, partition, get_logger(test="cli"))
+    scope = PartitionScope(config, topic, partition, 0, None, get_logger(test="cli"))
+    state = PartitionState(scope, {"counts": eos.StoreSpec()})
     state.open(None)
     state.close()
     return state

@@ -17,7 +17,8 @@ from confluent_kafka import Consumer, TopicPartition
 from conftest import finish, seed, start_pipeline
 
 from eos import testing
-from eos.testing import DriverProcess, read_summaries
+from tests.support.processes import DriverProcess
+from tests.support.summaries import read_summaries
 
 PARTITIONS = 4
 

@@ -18,7 +18,9 @@ import eos
 from eos import _offsets, cli, testing
 from eos._arrow import Layout
 from eos._task import Job, run_partition
-from eos.testing import descendants, read_summaries
+from examples.pipeline import count_per_key
+from tests.support.processes import pyspark_python, threads_and_rss
+from tests.support.summaries import read_summaries
 
 
 def _exactly_once(bootstrap, app_id, output, **kw) -> eos.Config:
@@ -101,7 +103,7 @@ def _stateful(bootstrap, app_id, output, state_dir, **kw) -> eos.Config:
 
 
 def _count(spark, config, source, checkpoint):
-    sink = eos.sink(config, testing.count_per_key, stores={"counts": "json"})
+    sink = eos.sink(config, count_per_key, stores={"counts": "json"})
     return run_query(spark, config, [source], checkpoint, sink=sink)
 
 
@@ -265,19 +267,13 @@ def test_a_transaction_timeout_above_the_brokers_limit_is_a_config_error_at_star
 
 
 def _workers_of(root: int) -> dict[int, tuple[int, int]]:
-    """The PySpark Python workers under process `root`: pid -> (threads, RSS in KiB)."""
+    """The PySpark Python workers under process `root`: pid -> (threads, RSS in KiB). Workers that exit
+    while they are read are left out."""
     out = {}
-    for proc in descendants(root):
-        if "pyspark.daemon" not in proc.cmdline and "pyspark.worker" not in proc.cmdline:
-            continue
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        if "VmRSS" not in fields:  # exiting (a zombie has no memory left to report)
-            continue
-        out[proc.pid] = (int(fields["Threads"]), int(fields["VmRSS"].split()[0]))
+    for proc in pyspark_python(root):
+        usage = threads_and_rss(proc.pid)
+        if usage is not None:
+            out[proc.pid] = (usage[0], usage[1] // 1024)
     return out
 
 

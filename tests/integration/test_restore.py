@@ -13,7 +13,10 @@ from confluent_kafka import Producer
 import eos
 from eos import testing
 from eos._log import get_logger
-from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, ensure_changelog
+from eos._names import INPUT_OFFSET_HEADER
+from eos._scope import PartitionScope
+from eos.state._changelog import ensure_changelog
+from eos.state._partition import PartitionState
 
 KEYS = 100_000
 
@@ -42,7 +45,8 @@ def _fill_changelog(bootstrap: str, changelog: str) -> None:
 
 
 def _open(config, source) -> tuple[PartitionState, float]:
-    state = PartitionState(config, {"big": eos.StoreSpec()}, source, 0, get_logger(test="restore"))
+    scope = PartitionScope(config, source, 0, 0, None, get_logger(test="restore"))
+    state = PartitionState(scope, {"big": eos.StoreSpec()})
     started = time.perf_counter()
     state.open(None)
     return state, time.perf_counter() - started

@@ -12,7 +12,8 @@ import pytest
 from conftest import finish, seed, start_pipeline
 
 from eos import testing
-from eos.testing import read_summaries
+from tests.support.counting import changelog_mismatches, expected_final_counts
+from tests.support.summaries import read_summaries
 
 PARTITIONS = 4
 PER_RUN = 2_500  # per partition and run: 2 runs x 4 partitions x 2,500 = 20,000 records
@@ -66,12 +67,12 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processi
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     counts = testing.expected_running_counts(sent)
     result = testing.compare(testing.flatten(sent), records, hanging, running_counts=counts)
-    expected_final = testing.expected_final_counts(sent)
+    expected_final = expected_final_counts(sent)
     changelog = f"{app_id}-{source}-counts-changelog"
     return {
         "result": result,
         "count_mismatches": result.state_mismatches,
-        "changelog_state_mismatches": testing.changelog_mismatches(bootstrap, changelog, sent),
+        "changelog_state_mismatches": changelog_mismatches(bootstrap, changelog, sent),
         "local_state": _local_state(state_dir, app_id, source),
         "expected_final": expected_final,
         "faults": sorted(p.name for p in once.iterdir()),

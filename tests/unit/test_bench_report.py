@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_report as report  # noqa: E402
+from bench import bench_report as report
 
 
 def test_percentile_is_nearest_rank_and_median_skips_failed_runs():

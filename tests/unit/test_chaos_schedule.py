@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
-
-import faults  # noqa: E402
-import harness  # noqa: E402
-
-from eos._crash import POINTS  # noqa: E402
+from eos._crash import POINTS
+from tests.chaos import faults, harness
 
 
 def test_schedule_arms_every_crash_point_and_every_external_fault():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import eos
 from eos._checkpoint import Checkpoint
+from eos._scope import PartitionScope
 
 
 class Producer:
@@ -29,8 +30,12 @@ def config(**kw) -> eos.Config:
     )
 
 
+def scope(cfg: eos.Config) -> PartitionScope:
+    return PartitionScope(cfg, "in", 0, 0, None, log=None)
+
+
 def test_due_after_commit_every_records():
-    checkpoint = Checkpoint(config(commit_every=3), Producer(), "in", 0, log=None)
+    checkpoint = Checkpoint(scope(config(commit_every=3)), Producer())
     for offset in range(2):
         checkpoint.mark(offset, 1, 1)
         assert not checkpoint.due()
@@ -39,7 +44,7 @@ def test_due_after_commit_every_records():
 
 
 def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
-    checkpoint = Checkpoint(config(commit_max_bytes=1_000), Producer(), "in", 0, log=None)
+    checkpoint = Checkpoint(scope(config(commit_max_bytes=1_000)), Producer())
     checkpoint.mark(0, 1, 1)
     checkpoint.input_bytes += 999
     assert not checkpoint.due()
@@ -50,7 +55,7 @@ def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
 def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr("eos._checkpoint.time.monotonic", lambda: now[0])
-    checkpoint = Checkpoint(config(commit_interval_ms=500), Producer(), "in", 0, log=None)
+    checkpoint = Checkpoint(scope(config(commit_interval_ms=500)), Producer())
     checkpoint.mark(0, 1, 1)
     assert not checkpoint.due()
     now[0] += 0.5
@@ -60,7 +65,7 @@ def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
 def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
     state = State()
     checkpoint = Checkpoint(
-        config(commit_every=1_000_000, state_buffer_max_keys=100), Producer(), "in", 0, log=None, state=state
+        scope(config(commit_every=1_000_000, state_buffer_max_keys=100)), Producer(), state=state
     )
     checkpoint.mark(0, 1, 1)
     state.keys = 99
@@ -71,12 +76,6 @@ def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
 
 def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
     eos_producer, alo_producer = Producer(), Producer()
-    Checkpoint(config(), eos_producer, "in", 0, log=None)
-    Checkpoint(
-        config().__class__(bootstrap_servers="b:1", app_id="app", output_topic="out"),
-        alo_producer,
-        "in",
-        0,
-        log=None,
-    )
+    Checkpoint(scope(config()), eos_producer)
+    Checkpoint(scope(eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")), alo_producer)
     assert eos_producer.in_transaction and not alo_producer.in_transaction

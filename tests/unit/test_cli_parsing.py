@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from eos import _cli_state
-from eos._cli_base import (
+from eos.cli import _state as _cli_state
+from eos.cli import build_config, build_parser, main
+from eos.cli._base import (
     EXIT_REFUSED,
     EXIT_USAGE,
     CliError,
@@ -16,10 +17,9 @@ from eos._cli_base import (
     lag,
     parse_offset_spec,
 )
-from eos._cli_kafka import _java_properties, admin_properties, parse_tool_table
-from eos._store import PartitionStore
-from eos.cli import build_config, build_parser, main
+from eos.cli._broker import _java_properties, admin_properties, parse_tool_table
 from eos.errors import ConfigError
+from eos.state._sqlite import PartitionStore
 
 # -- argument parsing -------------------------------------------------------------------------------
 

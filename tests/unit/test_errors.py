@@ -1,4 +1,4 @@
-"""eos.errors: the one place where confluent-kafka errors are classified, and the error hierarchy."""
+"""eos.errors (the hierarchy, a leaf) and eos._kafka (the one place confluent-kafka errors are classified)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 import eos
 from eos import errors
-from eos.errors import Kind, as_eos_error, classify, is_fenced, is_permanent_delivery_error, kafka_error_of
+from eos._kafka import Delivery, Kind, classify, classify_delivery, is_fenced, kafka_error_of
+from eos._kafka import translate as as_eos_error
 
 
 def kerr(code=KafkaError._FAIL, reason="boom", *, fatal=False, retriable=False, abort=False) -> KafkaError:
@@ -91,19 +92,20 @@ def test_kafka_error_of():
 
 
 @pytest.mark.parametrize(
-    ("code", "permanent"),
+    ("code", "verdict"),
     [
-        (KafkaError.MSG_SIZE_TOO_LARGE, True),
-        (KafkaError.UNKNOWN_TOPIC_OR_PART, True),
-        (KafkaError._UNKNOWN_TOPIC, True),
-        (KafkaError.TOPIC_AUTHORIZATION_FAILED, True),
-        (KafkaError._MSG_TIMED_OUT, False),
-        (KafkaError.NOT_LEADER_FOR_PARTITION, False),
-        (KafkaError._FENCED, False),
+        (KafkaError.MSG_SIZE_TOO_LARGE, Delivery.PERMANENT),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, Delivery.PERMANENT),
+        (KafkaError._UNKNOWN_TOPIC, Delivery.PERMANENT),
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, Delivery.PERMANENT),
+        (KafkaError._MSG_TIMED_OUT, Delivery.ABORTABLE),
+        (KafkaError.NOT_LEADER_FOR_PARTITION, Delivery.ABORTABLE),
+        (KafkaError._FENCED, Delivery.FENCED),
+        (KafkaError.PRODUCER_FENCED, Delivery.FENCED),
     ],
 )
-def test_is_permanent_delivery_error(code, permanent):
-    assert is_permanent_delivery_error(KafkaError(code)) is permanent
+def test_classify_delivery(code, verdict):
+    assert classify_delivery(KafkaError(code)) is verdict
 
 
 @pytest.mark.parametrize("cls", [eos.RecordError, eos.ProcessError, eos.ProduceError])

@@ -1,4 +1,5 @@
-"""eos.testing.processes / descendants: the process tree the chaos harness and the bench walk."""
+"""tests.support.processes: the process tree the chaos harness, the bench and the reliability tests walk
+and measure (psutil underneath)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from eos import testing
+from tests.support import processes
 
 
 def test_descendants_finds_children_and_grandchildren_not_others():
@@ -20,19 +21,40 @@ def test_descendants_finds_children_and_grandchildren_not_others():
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            below = testing.descendants(proc.pid)
+            below = processes.descendants(proc.pid)
             if below:
                 break
             time.sleep(0.05)
         assert [p.ppid for p in below] == [proc.pid]
         assert "time.sleep(30)" in below[0].cmdline
-        mine = {p.pid for p in testing.descendants(os.getpid())}
+        mine = {p.pid for p in processes.descendants(os.getpid())}
         assert {proc.pid, below[0].pid} <= mine
-        table = testing.processes()
+        table = processes.processes()
         assert table[proc.pid].ppid == os.getpid()
         assert os.getppid() not in mine
     finally:
-        for p in testing.descendants(proc.pid):
+        for p in processes.descendants(proc.pid):
             os.kill(p.pid, 9)
         proc.kill()
         proc.wait()
+
+
+def test_zombies_are_left_out_and_have_no_usage():
+    """A child that has exited but was not waited for: not a process to signal or measure any more."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while proc.pid in processes.processes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.pid not in processes.processes()
+        assert processes.threads_and_rss(proc.pid) is None
+        assert proc.pid not in {p.pid for p in processes.descendants(os.getpid())}
+    finally:
+        proc.wait()
+    assert processes.threads_and_rss(proc.pid) is None  # reaped: gone
+
+
+def test_threads_and_rss_of_a_live_process():
+    threads, rss = processes.threads_and_rss(os.getpid())
+    assert threads >= 1
+    assert 1 << 20 < rss < 1 << 40  # a Python interpreter holds megabytes, not bytes nor terabytes

@@ -1,4 +1,4 @@
-"""eos._recovery.PartitionState: wipe or roll forward at task start, after an abort and after a commit,
+"""eos.state._partition.PartitionState: wipe or roll forward at task start, after an abort and after a commit,
 over real PartitionStores in tmp_path. The changelog is a Python list per store: no broker.
 
 `ensure_changelog` is a no-op; `PartitionState._restore` is replaced by a fake that records
@@ -13,10 +13,13 @@ import pytest
 from confluent_kafka import KafkaError
 
 import eos
-from eos import _clients, _crash, _recovery
-from eos._recovery import INPUT_OFFSET_HEADER, PartitionState, changelog_topic
-from eos._store import PartitionStore
-from eos.state import StoreSpec
+from eos import _clients, _crash
+from eos._names import INPUT_OFFSET_HEADER, changelog_topic
+from eos._scope import PartitionScope
+from eos.state import StoreSpec, _changelog
+from eos.state._partition import PartitionState
+from eos.state._sqlite import PartitionStore
+from tests.support.messages import Message
 
 IN = "in"
 PARTITION = 0
@@ -48,7 +51,7 @@ class FakeChangelogs:
         self.restores: list[tuple[str, int]] = []
         self.ensured: list[tuple[str, str]] = []
 
-    def restore(self, state: PartitionState, name: str, store: PartitionStore, start: int) -> int:
+    def restore(self, name: str, store: PartitionStore, start: int) -> int:
         self.restores.append((name, start))
         records = self.records.get(name, [])
         batch = records[start:]
@@ -63,11 +66,17 @@ def changelogs(monkeypatch) -> FakeChangelogs:
     def ensure(config, input_topic, store, partition=0):
         assert partition == PARTITION, "the changelog must be checked for the task's own partition"
         fake.ensured.append((input_topic, store))
-        return changelog_topic(config, input_topic, store)
+        return changelog_topic(config.app_id, input_topic, store)
 
-    monkeypatch.setattr(_recovery, "ensure_changelog", ensure)
+    monkeypatch.setattr(_changelog, "ensure_changelog", ensure)
+    # The changelog's bounds never make the decision here (the restore tests below cover them).
+    monkeypatch.setattr(_changelog, "bounds", lambda config, changelog, partition: (0, 1 << 62))
     monkeypatch.setattr(
-        PartitionState, "_restore", lambda self, name, store, start: fake.restore(self, name, store, start)
+        _changelog,
+        "restore",
+        lambda config, log, store, changelog, partition, start, high, skip_from: fake.restore(
+            store.name, store, start
+        ),
     )
     monkeypatch.setattr(_crash, "_ARMED", frozenset())
     return fake
@@ -103,7 +112,7 @@ def seed(tmp_path: Path, name: str, rows: dict[bytes, bytes], offset: int, check
 
 def partition_state(cfg: eos.Config, *names: str, log: Log | None = None) -> PartitionState:
     specs = {name: StoreSpec(key_serde="bytes", value_serde="bytes") for name in names or ("counts",)}
-    return PartitionState(cfg, specs, IN, PARTITION, log or Log())
+    return PartitionState(PartitionScope(cfg, IN, PARTITION, 0, None, log or Log()), specs)
 
 
 @pytest.fixture
@@ -136,7 +145,7 @@ class FakeProducer:
 
 def test_changelog_topic_naming(tmp_path):
     cfg = config(tmp_path)
-    assert changelog_topic(cfg, "orders", "counts") == "app-orders-counts-changelog"
+    assert changelog_topic(cfg.app_id, "orders", "counts") == "app-orders-counts-changelog"
     state = partition_state(cfg, "counts", "seen")
     assert state.changelogs == {"counts": "app-in-counts-changelog", "seen": "app-in-seen-changelog"}
 
@@ -453,27 +462,6 @@ class FakeError:
         return f"error {self._code}"
 
 
-class FakeMessage:
-    def __init__(self, offset, key=None, value=None, input_offset=None, error=None) -> None:
-        self._offset, self._key, self._value, self._error = offset, key, value, error
-        self._headers = None if input_offset is None else [(INPUT_OFFSET_HEADER, str(input_offset).encode())]
-
-    def error(self):
-        return self._error
-
-    def offset(self):
-        return self._offset
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def headers(self):
-        return self._headers
-
-
 class FakeConsumer:
     """A read_committed changelog partition: records at their offsets, then commit markers up to `high`."""
 
@@ -498,19 +486,19 @@ class FakeConsumer:
     def consume(self, num_messages=1, timeout=-1):
         assert self.position is not None, "consume before assign"
         if self.position < self.low:  # as librdkafka with auto.offset.reset=error
-            return [FakeMessage(self.position, error=FakeError(KafkaError._AUTO_OFFSET_RESET))]
-        batch = [FakeMessage(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
+            return [Message(self.position, error=FakeError(KafkaError._AUTO_OFFSET_RESET))]
+        batch = [Message(o, k, v, i) for o, k, v, i in self.records if o >= self.position][:num_messages]
         if batch:
             self.position = batch[-1].offset() + 1
             return batch
         self.position = self.high
-        return [FakeMessage(self.high, error=FakeError(KafkaError._PARTITION_EOF))]
+        return [Message(self.high, error=FakeError(KafkaError._PARTITION_EOF))]
 
 
 @pytest.fixture
 def consumer(monkeypatch):
     holder: dict[str, FakeConsumer] = {}
-    monkeypatch.setattr(_recovery, "ensure_changelog", lambda config, topic, store, partition=0: None)
+    monkeypatch.setattr(_changelog, "ensure_changelog", lambda config, topic, store, partition=0: None)
     monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_clients, "watermark_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_crash, "_ARMED", frozenset())

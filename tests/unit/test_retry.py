@@ -1,4 +1,4 @@
-"""eos._retry.retry_call: retriable errors retried within a deadline, everything else raised at once."""
+"""eos._kafka.call, the retry loop: retriable errors retried within a deadline, the rest raised at once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import eos
-from eos._retry import Deadline, retry_call
+from eos._kafka import Deadline
+from eos._kafka import call as retry_call
 
 
 class Flaky:

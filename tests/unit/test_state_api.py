@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from eos._store import PartitionStore
 from eos.state import SERDES, BytesSerde, JsonSerde, State, Store, StoreSpec, StrSerde
+from eos.state._sqlite import PartitionStore
 
 # -- serdes --------------------------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eos._store import PartitionStore, StoreLockedError
-from eos.errors import EosError
+from eos.errors import EosError, StoreLockedError
+from eos.state._sqlite import PartitionStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -356,7 +356,7 @@ def test_stores_of_one_partition_are_independent(tmp_path):
 HOLDER = """
 import sys
 from pathlib import Path
-from eos._store import PartitionStore
+from eos.state._sqlite import PartitionStore
 
 store = PartitionStore(Path(sys.argv[1]), sys.argv[2], True)
 store.open(lock_timeout_s=5)
@@ -370,7 +370,8 @@ sys.stdin.readline()
 TRY_OPEN = """
 import sys
 from pathlib import Path
-from eos._store import PartitionStore, StoreLockedError
+from eos.errors import StoreLockedError
+from eos.state._sqlite import PartitionStore
 
 store = PartitionStore(Path(sys.argv[1]), sys.argv[2], True)
 try:

@@ -1,101 +1,21 @@
-"""The state API that `process(row, state)` receives: named key-value stores scoped to the row's
-input topic-partition.
-
-    def count(row, state):
-        counts = state.store("counts")
-        n = counts.get(row.key, 0) + 1
-        counts.put(row.key, n)
-        return eos.Output(value=f"{row.key}:{n}", key=row.key)
-
-    eos.sink(config, process=count, stores={"counts": eos.StoreSpec(value_serde="json")})
-
-`process_batch(batch, state)` reads and writes a whole Arrow batch's keys at once with `get_many` and
-`put_many`.
-
-Writes made while processing belong to the open transaction: they reach the changelog topic inside it
-and the local store only once it commits (see `eos._store` and `eos._recovery`).
-"""
+"""What `process` and `process_batch` see of state: `State`, its named `Store`s, and `StoreSpec`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
-
-class Serde(Protocol):
-    def dumps(self, obj: Any) -> bytes: ...
-    def loads(self, data: bytes) -> Any: ...
-
-
-class BytesSerde:
-    def dumps(self, obj: bytes) -> bytes:
-        if isinstance(obj, bytearray | memoryview):
-            return bytes(obj)
-        if not isinstance(obj, bytes):
-            raise TypeError(f"bytes serde takes bytes, not {type(obj).__name__}")
-        return obj
-
-    def loads(self, data: bytes) -> bytes:
-        return data
-
-
-class StrSerde:
-    def dumps(self, obj: str) -> bytes:
-        if not isinstance(obj, str):
-            raise TypeError(f"str serde takes str, not {type(obj).__name__}")
-        return obj.encode("utf-8")
-
-    def loads(self, data: bytes) -> str:
-        return data.decode("utf-8")
-
-
-class JsonSerde:
-    """Compact JSON with sorted keys. Integers (a count, a sum) take a fast path: json.dumps and
-    json.loads cost ~2 us each per call, a third of a stateful row's time in a `make bench` profile;
-    the bytes are the same JSON either way."""
-
-    def dumps(self, obj: Any) -> bytes:
-        if type(obj) is int:
-            return b"%d" % obj
-        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("utf-8")
-
-    def loads(self, data: bytes) -> Any:
-        if data[:1] in _INT_START:
-            try:
-                return int(data)
-            except ValueError:
-                pass  # a float or an exponent: JSON decides
-        return json.loads(data)
-
-
-_INT_START = frozenset(b"-0123456789"[i : i + 1] for i in range(11))
-
-
-SERDES: dict[str, Serde] = {"bytes": BytesSerde(), "str": StrSerde(), "json": JsonSerde()}
-
-
-def _serde(value: str | Serde) -> Serde:
-    if isinstance(value, str):
-        try:
-            return SERDES[value]
-        except KeyError:
-            raise ValueError(
-                f"unknown serde {value!r}; use one of {sorted(SERDES)} or a Serde object"
-            ) from None
-    if not (callable(getattr(value, "dumps", None)) and callable(getattr(value, "loads", None))):
-        raise ValueError(f"{value!r} is not a serde (it needs dumps and loads)")
-    return value
+from eos.state._serdes import Serde, StrSerde, as_serde
 
 
 @attrs.frozen
 class StoreSpec:
     """How one named store serializes its keys and values."""
 
-    key_serde: Serde = attrs.field(default="str", converter=_serde)
-    value_serde: Serde = attrs.field(default="json", converter=_serde)
+    key_serde: Serde = attrs.field(default="str", converter=as_serde)
+    value_serde: Serde = attrs.field(default="json", converter=as_serde)
 
 
 class Store:
@@ -104,7 +24,7 @@ class Store:
     def __init__(self, name: str, spec: StoreSpec, backend) -> None:
         self.name = name
         self._spec = spec
-        self._backend = backend  # eos._store.PartitionStore
+        self._backend = backend  # eos.state._sqlite.PartitionStore
 
     def _key(self, key: Any) -> bytes:
         if isinstance(key, bytearray | memoryview):

@@ -18,20 +18,16 @@ Two modes (`Config.state_mode`):
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from eos.errors import EosError
+from eos import _names
+from eos.errors import StoreLockedError
 
 _READ_CACHE_MAX_KEYS = 200_000
-
-
-class StoreLockedError(EosError):
-    """Another process holds this store's lock beyond the deadline."""
 
 
 class PartitionStore:
@@ -39,8 +35,8 @@ class PartitionStore:
         self.directory = directory
         self.name = name
         self.transactional = transactional
-        self.db_path = directory / f"{name}.sqlite"
-        self.checkpoint_path = directory / f"{name}.checkpoint"
+        self.db_path = _names.store_file(directory, name, _names.DATABASE)
+        self.checkpoint_path = _names.store_file(directory, name, _names.CHECKPOINT)
         self.pending: dict[bytes, bytes | None] = {}  # the open transaction's writes, last one wins
         #: committed values read or written in this task (None: known absent); only this process
         #: writes the store while it holds the lock, so they stay true until a wipe or a restore
@@ -57,7 +53,7 @@ class PartitionStore:
     def open(self, lock_timeout_s: float) -> None:
         """Take the store's lock (one writer per store on a host), then open the database."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / f"{self.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(_names.store_file(self.directory, self.name, _names.LOCK), os.O_CREAT | os.O_RDWR, 0o644)
         deadline = time.monotonic() + lock_timeout_s
         while True:
             try:
@@ -78,8 +74,8 @@ class PartitionStore:
         self._db = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
-        self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
+        for statement in _names.SCHEMA:
+            self._db.execute(statement)
         try:
             self._max_variables = self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         except AttributeError:  # Python < 3.11: SQLite's smallest default limit
@@ -174,7 +170,7 @@ class PartitionStore:
                 "INSERT OR REPLACE INTO kv VALUES (?, ?)", ((k, v) for k, v in last.items() if v is not None)
             )
             if changelog_offset is not None:
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('changelog_offset', ?)", (changelog_offset,))
+                db.execute(_names.WRITE_LOCAL_OFFSET, (changelog_offset,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -205,24 +201,21 @@ class PartitionStore:
         self.delete_checkpoint()
         if self._db is not None:
             self._db.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
+        for suffix in _names.WIPED_SUFFIXES:
+            _names.store_file(self.directory, self.name, suffix).unlink(missing_ok=True)
         self._connect()
 
     # -- checkpoint file ------------------------------------------------------------------------------
 
     def read_checkpoint(self) -> int | None:
-        try:
-            offset = int(json.loads(self.checkpoint_path.read_text())["changelog_offset"])
-        except (OSError, ValueError, KeyError, TypeError):
+        offset = _names.read_checkpoint(self.checkpoint_path)
+        if offset is None:
             return None
         self._checkpointed = True
         return offset
 
     def write_checkpoint(self, changelog_offset: int) -> None:
-        tmp = self.checkpoint_path.with_suffix(".checkpoint.tmp")
-        tmp.write_text(json.dumps({"changelog_offset": changelog_offset}))
-        os.replace(tmp, self.checkpoint_path)
+        _names.write_checkpoint(self.checkpoint_path, changelog_offset)
         self._checkpointed = True
 
     def delete_checkpoint(self) -> None:
@@ -230,5 +223,4 @@ class PartitionStore:
         self._checkpointed = False
 
     def local_offset(self) -> int | None:
-        row = self._db.execute("SELECT value FROM meta WHERE name = 'changelog_offset'").fetchone()
-        return row[0] if row else None
+        return _names.local_offset(self._db)

@@ -1,19 +1,4 @@
-"""`eos`: operate an eos application from the shell.
-
-    eos offsets show  --app APP [--topic T ...] [--json]
-    eos offsets reset --app APP (--to earliest|latest|JSON | --shift N) [--topic T ...] [--dry-run] [--json]
-    eos transactions list [--app APP] | find-hanging | abort | describe | describe-producers
-    eos state show --app APP [--state-dir DIR] [--json]
-    eos state wipe --app APP --topic T --partition P [--store S] [--state-dir DIR]
-
-Global options (before or after the subcommand): --bootstrap-servers (default $EOS_BOOTSTRAP_SERVERS,
-else 127.0.0.1:9092) and --timeout SECONDS (default 10). The clients take the same EOS_KAFKA_* /
-EOS_ADMIN_* settings (security) as the pipeline, through `eos.Config`.
-
-Exit codes: 0 ok, 1 runtime error, 2 bad arguments, 3 unknown app (the group has no committed offsets
-and there is no state), 4 broker unreachable, 5 refused because the query is running. Errors are one
-line on stderr: `eos: error: ...`. docs/cli.md shows every command with its output.
-"""
+"""The `eos` command: its parser and one function per subcommand."""
 
 from __future__ import annotations
 
@@ -24,14 +9,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eos import _cli_state
-from eos._cli_base import (
+from eos import _names
+from eos.cli import _state
+from eos.cli._base import (
     EARLIEST,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNKNOWN_APP,
-    EXIT_UNREACHABLE,
     EXIT_USAGE,
     LATEST,
     CliError,
@@ -40,22 +25,9 @@ from eos._cli_base import (
     lag,
     parse_offset_spec,
 )
-from eos._cli_kafka import Broker, open_transactions, transactions_command
-from eos._recovery import changelog_topic
+from eos.cli._broker import Broker, open_transactions, transactions_command
 from eos.config import Config
 from eos.errors import ConfigError, EosError
-
-__all__ = [
-    "EXIT_ERROR",
-    "EXIT_OK",
-    "EXIT_REFUSED",
-    "EXIT_UNKNOWN_APP",
-    "EXIT_UNREACHABLE",
-    "EXIT_USAGE",
-    "build_config",
-    "build_parser",
-    "main",
-]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
@@ -319,7 +291,7 @@ def refuse_if_running(broker: Broker, config: Config, tps: Sequence[TP]) -> None
             " the query is committing; stop it first"
             " (an abandoned transaction ends after its transaction.timeout.ms)",
         )
-    locked = [s for s in _cli_state.scan(config.state_dir, app) if s.locked]
+    locked = [s for s in _state.scan(config.state_dir, app) if s.locked]
     if locked:
         s = locked[0]
         raise CliError(
@@ -490,8 +462,8 @@ def cmd_transactions_passthrough(args, config: Config, broker: Broker) -> int:
 
 def cmd_state_show(args, config: Config, broker: Broker) -> int:
     app = config.app_id
-    stores = _cli_state.scan(config.state_dir, app)
-    where = _cli_state.app_dir(config.state_dir, app)
+    stores = _state.scan(config.state_dir, app)
+    where = _names.app_dir(config.state_dir, app)
     broker.partitions()
     if not stores:
         if not broker.committed(app):
@@ -505,7 +477,7 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
         else:
             print(f"no local state for app {app!r} under {where}")
         return EXIT_OK
-    changelogs = {(s.topic, s.store): changelog_topic(config, s.topic, s.store) for s in stores}
+    changelogs = {(s.topic, s.store): _names.changelog_topic(config.app_id, s.topic, s.store) for s in stores}
     ends = broker.log_offsets({(changelogs[(s.topic, s.store)], s.partition) for s in stores}, "latest")
     records = []
     for s in stores:
@@ -556,11 +528,11 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
 
 
 def cmd_state_wipe(args, config: Config, broker: Broker) -> int:
-    wiped = _cli_state.wipe(config.state_dir, config.app_id, args.topic, args.partition, args.store)
+    wiped = _state.wipe(config.state_dir, config.app_id, args.topic, args.partition, args.store)
     for name in wiped:
         print(
             f"wiped store {name!r} of {args.topic}/{args.partition}: checkpoint and local database deleted;"
-            f" the next run restores it from {changelog_topic(config, args.topic, name)}"
+            f" the next run restores it from {_names.changelog_topic(config.app_id, args.topic, name)}"
         )
     return EXIT_OK
 
@@ -594,7 +566,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - a script gets one line and exit code 1, not a traceback
         return _error(f"{type(exc).__name__}: {exc}", EXIT_ERROR)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,9 +20,10 @@ from confluent_kafka.admin import OffsetSpec
 
 from eos import _clients, _offsets
 from eos._cache import kafka_libs
-from eos._cli_base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
+from eos._kafka import kafka_error_of
+from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
 from eos.config import Config
-from eos.errors import AuthenticationError, BrokerUnreachableError, kafka_error_of
+from eos.errors import AuthenticationError, BrokerUnreachableError
 
 TP = tuple[str, int]
 

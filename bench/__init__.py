@@ -1,0 +1,1 @@
+"""`make bench` (`python -m bench.run_bench`) and the figures it reports."""

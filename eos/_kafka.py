@@ -1,0 +1,226 @@
+"""The one boundary between confluent-kafka's errors and eos's: every Kafka client call eos makes runs
+inside `call` (retried) or `translating` (not retried), and only `eos.errors` types come out.
+
+    classify(err)             retriable / abortable / fatal, as librdkafka's transactional API has them
+    classify_delivery(err)    what a failed delivery report means: fenced / permanent / abortable
+    translate(exc, what)      a KafkaException as the EosError its classification names
+    call(fn, what, ...)       retriable errors retried until a deadline, then `translate`
+    translating(what)         a with-block that translates (calls that must not be retried)
+    reach(fn, what, ...)      metadata calls that establish whether a broker answers at all: refused
+                              credentials and an unreachable cluster get errors of their own
+
+These are the only functions that look at a confluent-kafka error code. The producer's hot loop
+catches KafkaException around `produce()` itself (a with-block per record costs) and hands it here.
+The `eos` CLI maps errors to exit codes at its own edge (eos/cli/_broker.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+from eos.errors import (
+    AuthenticationError,
+    BrokerUnreachableError,
+    FatalError,
+    FencedError,
+    KafkaClientError,
+    RetriableError,
+    TransactionAbortableError,
+)
+
+T = TypeVar("T")
+
+
+class Kind(enum.Enum):
+    RETRIABLE = "retriable"
+    ABORTABLE = "abortable"
+    FATAL = "fatal"
+
+
+class Delivery(enum.Enum):
+    """What a failed delivery report means for the open transaction."""
+
+    FENCED = "fenced"  # a newer incarnation owns the transactional.id
+    PERMANENT = "permanent"  # the record itself is refused: redoing it fails again; name it
+    ABORTABLE = "abortable"  # abort and redo the transaction
+
+
+_FENCED_CODES = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    }
+)
+
+# Transient broker states. Errors built from admin and group responses often lack librdkafka's
+# retriable flag, so these codes are retriable whatever the flags say.
+_RETRIABLE_CODES = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError.CONCURRENT_TRANSACTIONS,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+# Delivery failures that a redo of the same record can not cure.
+_PERMANENT_DELIVERY_CODES = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.INVALID_REQUIRED_ACKS,
+    }
+)
+
+_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+def kafka_error_of(exc: BaseException) -> KafkaError | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def classify(err: KafkaError | None) -> Kind:
+    """Retriable / abortable / fatal, as librdkafka's transactional API documents them.
+
+    Fenced and invalid-epoch errors are fatal even where librdkafka does not flag them so: they mean a
+    newer incarnation owns the transactional.id. Anything unknown is fatal.
+    """
+    if err is None or err.fatal() or err.code() in _FENCED_CODES:
+        return Kind.FATAL
+    if err.txn_requires_abort():
+        return Kind.ABORTABLE
+    if err.retriable() or err.code() in _RETRIABLE_CODES:
+        return Kind.RETRIABLE
+    return Kind.FATAL
+
+
+def classify_delivery(err: KafkaError) -> Delivery:
+    """A failed delivery report (or a record `produce()` refused at once)."""
+    if err.code() in _FENCED_CODES:
+        return Delivery.FENCED
+    if err.code() in _PERMANENT_DELIVERY_CODES:
+        return Delivery.PERMANENT
+    return Delivery.ABORTABLE
+
+
+def is_fenced(err: KafkaError | None) -> bool:
+    return err is not None and err.code() in _FENCED_CODES
+
+
+def is_authentication_error(err: KafkaError | None) -> bool:
+    return err is not None and err.code() in _AUTHENTICATION_CODES
+
+
+def translate(exc: BaseException, what: str) -> KafkaClientError:
+    """A confluent-kafka exception as the EosError subclass its classification names."""
+    err = kafka_error_of(exc)
+    detail = f"{what}: {err.str() if err is not None else exc}"
+    kind = classify(err)
+    if kind is Kind.RETRIABLE:
+        return RetriableError(f"{detail} (retriable, deadline exceeded)", kafka_error=err)
+    if kind is Kind.ABORTABLE:
+        return TransactionAbortableError(detail, kafka_error=err)
+    if is_fenced(err):
+        return FencedError(
+            f"{detail} (fenced by a newer incarnation: this attempt is a zombie)", kafka_error=err
+        )
+    return FatalError(detail, kafka_error=err)
+
+
+def translate_error(err: KafkaError, what: str) -> KafkaClientError:
+    """`translate` for an error a client reports as a value (a message's or a partition's error)."""
+    return translate(KafkaException(err), what)
+
+
+@contextlib.contextmanager
+def translating(what: str) -> Iterator[None]:
+    """Translate whatever KafkaException the block raises (no retry)."""
+    try:
+        yield
+    except KafkaException as exc:
+        raise translate(exc, what) from exc
+
+
+class Deadline:
+    """A point in monotonic time; `remaining()` never goes below zero."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+def call(fn: Callable[[], T], *, what: str, timeout_s: float, log=None) -> T:
+    """Call `fn` until it succeeds, retrying retriable KafkaExceptions within `timeout_s`.
+
+    Non-retriable errors, and retriable ones once the deadline has passed, are raised as the EosError
+    subclass that `classify` names.
+    """
+    deadline = Deadline(timeout_s)
+    backoff = 0.05
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except KafkaException as exc:
+            if classify(kafka_error_of(exc)) is not Kind.RETRIABLE or deadline.expired():
+                raise translate(exc, what) from exc
+            if log is not None:
+                log.warning("retrying", call=what, attempt=attempt, error=str(exc))
+            time.sleep(min(backoff, deadline.remaining()))
+            backoff = min(backoff * 2, 1.0)
+
+
+def reach(
+    fn: Callable[[float], T],
+    *,
+    where: str,
+    timeout_s: float,
+    refused: Callable[[], KafkaError | None],
+) -> T:
+    """`fn(attempt_timeout)` (a metadata request) until it answers: short attempts, so credentials the
+    broker refused (`refused()`, from the client's error callback) surface at once as
+    AuthenticationError rather than at the deadline, which raises BrokerUnreachableError."""
+    deadline = Deadline(timeout_s)
+    while True:
+        try:
+            return fn(min(1.0, max(deadline.remaining(), 0.1)))
+        except KafkaException as exc:
+            denied = refused()
+            if denied is not None:
+                raise AuthenticationError(
+                    f"the broker at {where} refused the credentials: {denied.str()}"
+                ) from exc
+            if deadline.expired():
+                err = kafka_error_of(exc)
+                raise BrokerUnreachableError(
+                    f"no Kafka broker at {where} answered within {timeout_s:g}s ({err.str() if err else exc})"
+                ) from exc

@@ -1,0 +1,138 @@
+"""Every name eos leaves behind, on the broker and on disk, in one place.
+
+Runtime and `eos` CLI both read them from here, so an operator's tool never guesses what the sink
+wrote. (The commit metadata stamped on offsets is `eos._offsets`'s: it is a format, not a name.)
+
+On the broker, for an app id `app` and input topic-partition `t`/`p`:
+    transactional.id    app:t:p                       one per input partition (exactly_once)
+    consumer group      app                           the input offsets (never has members)
+    consumer group      app-restore, app-watermarks   changelog readers (never commit)
+    client.id           eos-app, eos-app-admin
+    changelog topic     app-t-<store>-changelog       one partition per input partition
+
+On disk, under `state_dir`:
+    <state_dir>/<app>/<t>-<p>/<store>.sqlite (+ -wal, -shm)   the local store (SQLite, WAL mode)
+    <state_dir>/<app>/<t>-<p>/<store>.checkpoint               {"changelog_offset": N}: the store is
+                                                                clean and reflects its changelog up to N
+    <state_dir>/<app>/<t>-<p>/<store>.lock                     flock: one writer per store on a host
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+# -- on the broker ----------------------------------------------------------------------------------
+
+
+def transactional_id(app_id: str, topic: str, partition: int) -> str:
+    """A pure function of (app_id, topic, partition): every attempt at a partition fences the others.
+    ':' is legal in neither app_id nor topic names, so distinct inputs never collide."""
+    return f"{app_id}:{topic}:{partition}"
+
+
+def input_group(app_id: str) -> str:
+    return app_id
+
+
+def restore_group(app_id: str) -> str:
+    return f"{app_id}-restore"
+
+
+def watermark_group(app_id: str) -> str:
+    return f"{app_id}-watermarks"
+
+
+def client_id(app_id: str, role: str | None = None) -> str:
+    return f"eos-{app_id}" if role is None else f"eos-{app_id}-{role}"
+
+
+def changelog_topic(app_id: str, input_topic: str, store: str) -> str:
+    return f"{app_id}-{input_topic}-{store}-changelog"
+
+
+#: the header of a changelog record naming the input offset that wrote it (at_least_once restores skip
+#: records of input at or past the committed offset)
+INPUT_OFFSET_HEADER = "eos.input.offset"
+
+# -- on disk ----------------------------------------------------------------------------------------
+
+DATABASE = ".sqlite"
+CHECKPOINT = ".checkpoint"
+LOCK = ".lock"
+#: the files a store is made of, as a wipe deletes them: the checkpoint first (from then on the store
+#: is unclean whatever happens next), then the database with SQLite's WAL files
+WIPED_SUFFIXES = (CHECKPOINT, CHECKPOINT + ".tmp", DATABASE, DATABASE + "-wal", DATABASE + "-shm")
+
+
+def app_dir(state_dir: str | Path, app_id: str) -> Path:
+    return Path(state_dir) / app_id
+
+
+def partition_dir(state_dir: str | Path, app_id: str, topic: str, partition: int) -> Path:
+    return app_dir(state_dir, app_id) / f"{topic}-{partition}"
+
+
+def partition_dirs(state_dir: str | Path, app_id: str) -> list[tuple[str, int, Path]]:
+    """(topic, partition, directory) of every partition directory of the app, sorted."""
+    root = app_dir(state_dir, app_id)
+    if not root.is_dir():
+        return []
+    out = []
+    for entry in root.iterdir():
+        topic, _, partition = entry.name.rpartition("-")
+        if entry.is_dir() and topic and partition.isdigit():
+            out.append((topic, int(partition), entry))
+    return sorted(out)
+
+
+def store_file(directory: Path, store: str, suffix: str) -> Path:
+    return directory / f"{store}{suffix}"
+
+
+def store_names(directory: Path) -> list[str]:
+    """The stores that have a file in a partition directory."""
+    names = set()
+    for entry in directory.iterdir():
+        for suffix in (DATABASE, CHECKPOINT, LOCK):
+            if entry.name.endswith(suffix) and len(entry.name) > len(suffix):
+                names.add(entry.name[: -len(suffix)])
+    return sorted(names)
+
+
+# -- the checkpoint file ----------------------------------------------------------------------------
+
+
+def read_checkpoint(path: Path) -> int | None:
+    """The changelog offset a checkpoint file records; a missing or unreadable file is no checkpoint."""
+    try:
+        return int(json.loads(path.read_text())["changelog_offset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_checkpoint(path: Path, changelog_offset: int) -> None:
+    """Atomically (write a temporary file, rename it over)."""
+    tmp = path.with_suffix(CHECKPOINT + ".tmp")
+    tmp.write_text(json.dumps({"changelog_offset": changelog_offset}))
+    os.replace(tmp, path)
+
+
+# -- the SQLite database ----------------------------------------------------------------------------
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)",
+)
+#: the changelog offset the database reflects, in the meta table (written in the same SQLite
+#: transaction as the writes that reach it)
+READ_LOCAL_OFFSET = "SELECT value FROM meta WHERE name = 'changelog_offset'"
+WRITE_LOCAL_OFFSET = "INSERT OR REPLACE INTO meta VALUES ('changelog_offset', ?)"
+COUNT_KEYS = "SELECT count(*) FROM kv"
+
+
+def local_offset(db: sqlite3.Connection) -> int | None:
+    row = db.execute(READ_LOCAL_OFFSET).fetchone()
+    return row[0] if row else None

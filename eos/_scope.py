@@ -1,0 +1,34 @@
+"""What every part of a partition task shares: one input topic-partition of one micro-batch."""
+
+from __future__ import annotations
+
+import attrs
+
+from eos._log import get_logger
+from eos.config import Config
+
+
+@attrs.frozen
+class PartitionScope:
+    """Handed to the task's checkpoint and state instead of the same fields to each constructor; `log`
+    has the app id, topic, partition, transactional id and batch id bound."""
+
+    config: Config
+    topic: str
+    partition: int
+    batch_id: int
+    transactional_id: str | None
+    log: object = attrs.field(eq=False, repr=False)
+
+    @classmethod
+    def of(cls, config: Config, topic: str, partition: int, batch_id: int) -> PartitionScope:
+        tid = config.transactional_id(topic, partition) if config.exactly_once else None
+        log = get_logger(
+            app_id=config.app_id, topic=topic, partition=partition, transactional_id=tid, batch_id=batch_id
+        )
+        return cls(config, topic, partition, batch_id, tid, log)
+
+    @property
+    def where(self) -> str:
+        """`topic/partition`, as messages name an input partition."""
+        return f"{self.topic}/{self.partition}"

@@ -1,0 +1,35 @@
+"""`eos`: operate an eos application from the shell.
+
+    eos offsets show  --app APP [--topic T ...] [--json]
+    eos offsets reset --app APP (--to earliest|latest|JSON | --shift N) [--topic T ...] [--dry-run] [--json]
+    eos transactions list [--app APP] | find-hanging | abort | describe | describe-producers
+    eos state show --app APP [--state-dir DIR] [--json]
+    eos state wipe --app APP --topic T --partition P [--store S] [--state-dir DIR]
+
+Global options (before or after the subcommand): --bootstrap-servers (default $EOS_BOOTSTRAP_SERVERS,
+else 127.0.0.1:9092) and --timeout SECONDS (default 10). The clients take the same EOS_KAFKA_* /
+EOS_ADMIN_* settings (security) as the pipeline, through `eos.Config`.
+
+Exit codes: 0 ok, 1 runtime error, 2 bad arguments, 3 unknown app (the group has no committed offsets
+and there is no state), 4 broker unreachable, 5 refused because the query is running. Errors are one
+line on stderr: `eos: error: ...`. docs/cli.md shows every command with its output.
+
+The package: `_main.py` the parser and the commands, `_base.py` exit codes, tables and offset specs
+(no broker), `_broker.py` the broker side (admin calls, Kafka's own CLI tools), `_state.py` the local
+stores on disk. The names it looks for are `eos._names`'s, as the runtime writes them.
+"""
+
+from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, EXIT_USAGE
+from eos.cli._main import build_config, build_parser, main
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_UNKNOWN_APP",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "build_config",
+    "build_parser",
+    "main",
+]

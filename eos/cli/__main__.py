@@ -1,0 +1,7 @@
+"""`python -m eos.cli`: the same program as the `eos` command."""
+
+import sys
+
+from eos.cli import main
+
+sys.exit(main())

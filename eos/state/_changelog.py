@@ -1,0 +1,220 @@
+"""The changelog topics that back the state stores: created or checked before a store is used, and read
+back by the restore loop. What to restore, and from where, is decided in `_partition.py`.
+
+One changelog per (input topic, store), named by `eos._names.changelog_topic`, with one partition per
+input partition; every record carries the input offset that wrote it (`INPUT_OFFSET_HEADER`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+
+from eos import _clients, _crash, _kafka, _names
+from eos.config import Config
+from eos.errors import ChangelogError, RetriableError
+from eos.state._sqlite import PartitionStore
+
+_RESTORE_BATCH = 10_000
+_PROGRESS_EVERY_S = 2.0
+
+
+#: changelogs known to be fit for use in this process, with their partition count
+_ensured: dict[str, int] = {}
+_ensure_lock = threading.Lock()
+
+
+def ensure_changelog(config: Config, input_topic: str, store: str, partition: int = 0) -> str:
+    """The store's changelog for input partition `partition`: created when missing (compacted, one
+    partition per input partition); an existing one must be compacted and have that partition."""
+    name = _names.changelog_topic(config.app_id, input_topic, store)
+    with _ensure_lock:
+        if partition < _ensured.get(name, 0):
+            return name
+    admin = _clients.admin(config)
+    timeout = config.operation_timeout_ms / 1000
+    metadata = _kafka.call(
+        lambda: admin.list_topics(timeout=timeout), what="reading topic metadata", timeout_s=timeout
+    )
+    inputs = metadata.topics.get(input_topic)
+    input_count = len(inputs.partitions) if inputs is not None else None
+    md = metadata.topics.get(name)
+    if md is None:
+        new = NewTopic(
+            name,
+            len(metadata.topics[input_topic].partitions),
+            config.changelog_replication_factor,
+            config={**config.changelog_topic_config, "cleanup.policy": "compact"},
+        )
+
+        def create() -> None:
+            try:
+                admin.create_topics([new], request_timeout=timeout)[name].result(timeout)
+            except KafkaException as exc:
+                if (
+                    _kafka.kafka_error_of(exc) is None
+                    or exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS
+                ):
+                    raise
+
+        _kafka.call(create, what=f"creating changelog {name!r}", timeout_s=timeout)
+        deadline = _kafka.Deadline(timeout)
+        while not deadline.expired():
+            md = _kafka.call(
+                lambda: admin.list_topics(name, timeout=timeout).topics.get(name),
+                what=f"reading the metadata of changelog {name!r}",
+                timeout_s=timeout,
+            )
+            if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
+                break
+            time.sleep(0.1)
+    count = 0 if md is None or md.error is not None else len(md.partitions)
+    _check_changelog(config, name, count, input_topic, input_count, partition, timeout)
+    with _ensure_lock:
+        _ensured[name] = count
+    return name
+
+
+def forget_ensured() -> None:
+    """Check every changelog again on next use (`eos._worker.reset`)."""
+    with _ensure_lock:
+        _ensured.clear()
+
+
+def _check_changelog(
+    config: Config,
+    name: str,
+    count: int,
+    input_topic: str,
+    input_count: int | None,
+    partition: int,
+    timeout: float,
+) -> None:
+    """The changelog (`count` partitions, as the metadata just read says) must have a partition for
+    `partition` and be compacted (a deleting policy loses the state of keys not written for a while)."""
+    if partition >= count:
+        raise ChangelogError(
+            f"changelog {name!r} has {count} partitions, but input topic {input_topic!r} has"
+            f" {'?' if input_count is None else input_count} and a row of its partition {partition} needs"
+            f" the state of partition {partition}: partitions were added to the input topic (or the"
+            " changelog was made too small). State is kept per input partition, and a key of an old"
+            " partition may now land in a new one, so eos stops rather than split a key's state, as Kafka"
+            " Streams does. Start the application afresh, or add partitions to the changelog if new input"
+            " partitions should start with empty state."
+        )
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    admin = _clients.admin(config)
+    entries = _kafka.call(
+        lambda: admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout),
+        what=f"reading the configs of changelog {name!r}",
+        timeout_s=timeout,
+    )
+    policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
+    if "compact" not in policy.split(","):
+        raise ChangelogError(
+            f"changelog {name!r} has cleanup.policy={policy}: a changelog must be compacted (a deleting"
+            " policy drops the state of keys not written lately, and a restore would return less than"
+            f" the store held). Set cleanup.policy=compact on {name!r}."
+        )
+
+
+def bounds(config: Config, changelog: str, partition: int) -> tuple[int, int]:
+    """(first offset, high watermark) of a changelog partition. The true high watermark
+    (read_uncommitted): reading up to it waits out open transactions, where a read_committed consumer's
+    last stable offset would stop short of them."""
+    timeout = config.operation_timeout_ms / 1000
+    consumer = _clients.watermark_consumer(config)
+    return _kafka.call(
+        lambda: consumer.get_watermark_offsets(
+            TopicPartition(changelog, partition), timeout=timeout, cached=False
+        ),
+        what=f"reading the offsets of changelog {changelog}/{partition}",
+        timeout_s=timeout,
+    )
+
+
+def restore(
+    config: Config,
+    log,
+    store: PartitionStore,
+    changelog: str,
+    partition: int,
+    start: int,
+    high: int,
+    skip_from: int | None,
+) -> int:
+    """Apply changelog records [start, high) to `store` with a read_committed consumer, in batches, each
+    with the changelog offset it reaches; returns how many were applied. `skip_from`: records of input at
+    or past this offset are not applied (at_least_once: their input will be processed again)."""
+    total = high - start
+    # A roll-forward over a commit marker or two happens at most task starts: not news.
+    say = log.info if total > 100 else log.debug
+    say("restoring store", store=store.name, changelog=changelog, start=start, end=high)
+    where = f"restoring {changelog}/{partition}"
+    consumer = _clients.restore_consumer(config)
+    timeout = config.operation_timeout_ms / 1000
+    _kafka.call(
+        lambda: consumer.assign([TopicPartition(changelog, partition, start)]), what=where, timeout_s=timeout
+    )
+    try:
+        applied = skipped = 0
+        batch: list[tuple[bytes, bytes | None]] = []
+        deadline = _kafka.Deadline((config.transaction_timeout_ms + config.operation_timeout_ms) / 1000)
+        last_progress = time.monotonic()
+        position = start
+        while position < high:
+            if deadline.expired():
+                raise RetriableError(
+                    f"{where}: stopped at offset {position} of {high};"
+                    " a transaction on the changelog stays open"
+                )
+            with _kafka.translating(where):
+                messages = consumer.consume(_RESTORE_BATCH, timeout=0.5)
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, msg.offset())
+                        continue
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        raise RetriableError(
+                            f"{where}: offset {position} is no longer in the changelog (its start moved"
+                            f" during the restore): {err.str()}"
+                        )
+                    raise _kafka.translate_error(err, where)
+                position = msg.offset() + 1
+                if skip_from is not None and input_offset_of(msg) >= skip_from:
+                    skipped += 1
+                    continue
+                batch.append((msg.key(), msg.value()))
+            if batch:
+                store.apply_restored(batch, position)
+                applied += len(batch)
+                batch = []
+                _crash.point("during_restore")
+            if time.monotonic() - last_progress >= _PROGRESS_EVERY_S:
+                last_progress = time.monotonic()
+                log.info("restoring store", store=store.name, restored=position - start, total=total)
+        store.apply_restored([], max(position, high))
+        say(
+            "store restored",
+            store=store.name,
+            records=applied,
+            skipped_uncommitted_input=skipped,
+            changelog_end=high,
+        )
+        return applied
+    finally:
+        with _kafka.translating(where):
+            consumer.unassign()
+
+
+def input_offset_of(msg) -> int:
+    """The input offset a changelog record carries (-1: none)."""
+    for key, value in msg.headers() or ():
+        if key == _names.INPUT_OFFSET_HEADER:
+            return int(value)
+    return -1

@@ -1,0 +1,1 @@
+"""eos's tests: unit, integration, the chaos harness, and the support code they share."""

@@ -1,0 +1,1 @@
+"""`make chaos`: the fault harness (`python -m tests.chaos.harness`)."""
