@@ -11,15 +11,17 @@ PYTEST_ARGS ?=
 
 PY_STAMP := $(VENV)/.installed
 BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
-SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched
+# Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
+SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 
-.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos clean
+.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos dist clean
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
-$(PY_STAMP): pyproject.toml
+# Exact versions from constraints.txt (pyproject.toml declares the ranges users get).
+$(PY_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[test,connect]'
+	$(BIN)/pip install -q -e '.[test,connect]' -c constraints.txt
 	touch $@
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
@@ -30,11 +32,11 @@ $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
 	touch $@
 
 # Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
-$(SPARK_STAMP): docker/maven/spark-pom.xml docker/maven/settings.xml
-	rm -rf $(EOS_CACHE)/spark-jars
-	$(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies \
-	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/spark-jars
-	touch $@
+$(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
+	@args="$$($(BIN)/python -c 'from eos._cache import maven_args; print(maven_args())')" && dir="$${args##*-DoutputDirectory=}" && \
+	  rm -rf "$$dir" && \
+	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args && \
+	  touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
 broker-up: setup
 	$(BIN)/python -m eos._localbroker up
@@ -76,11 +78,16 @@ export $(BENCH_VARS)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
-	$(BIN)/pip install -q -e '.[test,connect,bench]'
+	$(BIN)/pip install -q -e '.[test,connect,bench]' -c constraints.txt
 	touch $@
 
 bench: setup $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_bench
 
+# sdist and wheel of the distribution `eos-spark` (import name `eos`) in dist/.
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+
 clean:
-	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports
+	rm -rf $(VENV) $(EOS_CACHE) build dist *.egg-info reports

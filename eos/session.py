@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eos import _cluster, _offsets
-from eos._cache import spark_jars_dir
+from eos._cache import connector_package, spark_jars_dir
 from eos._clients import spark_source_options
 from eos._localbroker import free_port
 from eos._log import get_logger
@@ -35,8 +35,9 @@ def spark_session(
     - `spark_session(remote="sc://host:port")`: a Connect session to a running server (which must have
       the connector and eos installed, see README). `SPARK_REMOTE` in the environment works as `remote`.
 
-    The connector jars come from `make setup` (`$EOS_CACHE/spark-jars`); without them, Spark resolves
-    the connector from Maven itself (`spark.jars.packages`). On a cluster, keep using `--packages`.
+    The connector jars for the installed PySpark come from `make setup` (`$EOS_CACHE/spark-jars/<version>`,
+    Scala 2.12 for Spark 3.5, 2.13 for 4.x); without them, Spark resolves the same connector from Maven
+    itself (`spark.jars.packages`). On a cluster, keep using `--packages`.
     """
     import pyspark
     from pyspark.sql import SparkSession
@@ -64,7 +65,7 @@ def spark_session(
     if jars:
         settings["spark.jars"] = ",".join(str(j) for j in jars)
     else:
-        settings["spark.jars.packages"] = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+        settings["spark.jars.packages"] = connector_package(pyspark.__version__)
     master = master or os.environ.get("EOS_SPARK_MASTER", DEFAULT_MASTER)
     if remote is not None:
         master = master if remote == "local" else remote
