@@ -14,7 +14,7 @@ BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
 # Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
 SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 
-.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos dist clean
+.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos matrix dist clean
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
@@ -62,6 +62,13 @@ lint: setup
 CHAOS_ARGS ?=
 chaos: setup
 	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
+
+# The other supported versions, each in a venv of its own (tests/matrix.py): Spark 3.5 with the lowest
+# of every range on Python 3.10 and Kafka 3.9, the newest Spark 4.x on Python 3.12 and Kafka 4.3.
+# Writes reports/matrix.json. MATRIX_ARGS="--only oldest" runs one.
+MATRIX_ARGS ?=
+matrix: setup
+	$(BIN)/python -m tests.matrix $(MATRIX_ARGS)
 
 demo: broker-up
 	$(BIN)/python examples/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)

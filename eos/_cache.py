@@ -20,7 +20,10 @@ def cache_dir() -> Path:
 
 
 def kafka_libs() -> Path:
-    return cache_dir() / "kafka" / "libs"
+    """The broker's jars: `make setup`'s (the default Kafka of docker/maven/broker-pom.xml), or with
+    `EOS_KAFKA_VERSION` set, those `make matrix` fetched for that version."""
+    version = os.environ.get("EOS_KAFKA_VERSION")
+    return cache_dir() / "kafka" / version / "libs" if version else cache_dir() / "kafka" / "libs"
 
 
 def installed_spark() -> str:
