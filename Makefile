@@ -6,7 +6,13 @@ BIN := $(VENV)/bin
 EOS_CACHE ?= $(CURDIR)/.cache
 KAFKA_PORT ?= 9092
 export EOS_CACHE KAFKA_PORT
-MVN := mvn -q -B -s docker/maven/settings.xml $(MVN_ARGS)
+# Maven in batch mode without colours; MVN_SHOW keeps one line per jar it downloads (none when ~/.m2
+# has them already) and its errors, instead of -q's silence or hundreds of INFO lines.
+MVN := mvn -B -Dstyle.color=never -s docker/maven/settings.xml $(MVN_ARGS)
+MVN_SHOW := sed -un -e '/^\[ERROR\]/p' \
+  -e 's|^\[INFO\] Downloaded from [^:]*: .*/\([^/]*\.jar\) (\([^ ]* [kMG]*B\).*|  downloaded \1 (\2)|p'
+# pip without -q: a line per package and a progress bar for the big downloads.
+PIP_INSTALL := $(BIN)/pip install --progress-bar on --disable-pip-version-check
 PYTEST_ARGS ?=
 
 PY_STAMP := $(VENV)/.installed
@@ -18,22 +24,25 @@ SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
 $(PY_STAMP): pyproject.toml
+	@echo "== Python: eos, PySpark, pyarrow, pandas, grpc, ... into $(VENV) (~0.5 GB download, ~1 GB on disk)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[test,connect]'
+	$(PIP_INSTALL) -e '.[test,connect]'
 	touch $@
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
 $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
+	@echo "== Kafka broker jars (~90 jars, ~55 MB) via Maven (~/.m2) into $(EOS_CACHE)/kafka/libs"
 	rm -rf $(EOS_CACHE)/kafka/libs
-	$(MVN) -f docker/maven/broker-pom.xml dependency:copy-dependencies \
-	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs
+	@set -o pipefail; $(MVN) -f docker/maven/broker-pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs | $(MVN_SHOW)
 	touch $@
 
 # Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
 $(SPARK_STAMP): docker/maven/spark-pom.xml docker/maven/settings.xml
+	@echo "== Spark's Kafka connector jars (~20 MB) via Maven (~/.m2) into $(EOS_CACHE)/spark-jars"
 	rm -rf $(EOS_CACHE)/spark-jars
-	$(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies \
-	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/spark-jars
+	@set -o pipefail; $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/spark-jars | $(MVN_SHOW)
 	touch $@
 
 broker-up: setup
@@ -76,7 +85,8 @@ export $(BENCH_VARS)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
-	$(BIN)/pip install -q -e '.[test,connect,bench]'
+	@echo "== bench extras: matplotlib, py-spy, quixstreams into $(VENV)"
+	$(PIP_INSTALL) -e '.[test,connect,bench]'
 	touch $@
 
 bench: setup $(BENCH_STAMP)
