@@ -65,7 +65,8 @@ lint: setup
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; the knobs:
 # `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"
-# runs it on a replicated 3-broker cluster. Writes reports/chaos.json.
+# runs it on a replicated 3-broker cluster. Writes reports/chaos.json. Ctrl-C or a SIGTERM stops the broker,
+# the Spark daemons and the driver it started (as it does for `make bench`).
 CHAOS_ARGS ?=
 chaos: setup
 	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
