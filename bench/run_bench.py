@@ -43,6 +43,7 @@ from tests.support.processes import (
     descendants,
     processes,
     pyspark_python,
+    signal_all,
     stopping,
     threads_and_rss,
 )
@@ -826,8 +827,9 @@ def main() -> int:
     bench: Bench | None = None
 
     def stop() -> None:
-        """The Spark sessions (their JVM would also end with this process), then the broker, which
-        runs in a session of its own and would not."""
+        """The Spark sessions, the broker (in a session of its own: it would outlive this process), then
+        whatever else still runs below this process: a Spark JVM still starting when a signal came has
+        no session to stop yet, and did not end when its stdin closed (seen here)."""
         try:
             if bench is not None and bench.connect is not None:
                 bench.connect.stop()
@@ -836,6 +838,7 @@ def main() -> int:
         finally:
             broker.down()
             shutil.rmtree(work, ignore_errors=True)
+            signal_all([p.pid for p in descendants(os.getpid())], signal.SIGKILL)
 
     try:
         with stopping(stop):

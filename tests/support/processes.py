@@ -15,6 +15,18 @@ import attrs
 import psutil
 
 
+def signal_all(pids, sig: int) -> int:
+    """Send `sig` to each pid; returns to how many (those that exited meanwhile are skipped)."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            pass
+    return sent
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM arrived; `exit_code` is the shell's 128 + signal number."""
 
