@@ -21,8 +21,9 @@ def cache_dir() -> Path:
 
 def kafka_libs() -> Path:
     """The broker's jars: `make setup`'s (the default Kafka of docker/maven/broker-pom.xml), or with
-    `EOS_KAFKA_VERSION` set, those `make matrix` fetched for that version."""
-    version = os.environ.get("EOS_KAFKA_VERSION")
+    `EOS_BROKER_VERSION` set, those `make matrix` fetched for that version. (Not `EOS_KAFKA_*`: those are
+    client settings, `eos.Config.from_env`.)"""
+    version = os.environ.get("EOS_BROKER_VERSION")
     return cache_dir() / "kafka" / version / "libs" if version else cache_dir() / "kafka" / "libs"
 
 

@@ -3,7 +3,7 @@
 `make test` runs the default combination (constraints.txt: Python 3.11, PySpark 4.0.0, Kafka 4.1.1).
 Here each combination below gets a venv with its Python and pinned libraries (eos installed from the
 checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._cache.maven_args`), a
-broker of its Kafka version (`EOS_KAFKA_VERSION`), and then runs the unit tests and the e2e tests that
+broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
 read_committed source. Writes reports/matrix.json and prints the README's table.
 
@@ -184,7 +184,7 @@ def run_combo(combo: Combo, out: Path) -> dict:
     result["versions"] = {
         k: v for k, v in installed(python).items() if k in ("python", "pyspark", "confluent-kafka", "pyarrow")
     }
-    env = {"EOS_KAFKA_VERSION": combo.kafka, "PYTHONPATH": ""}
+    env = {"EOS_BROKER_VERSION": combo.kafka, "PYTHONPATH": ""}
     for label, args in (
         ("unit", ["tests/unit"]),
         ("e2e", E2E_CLASSIC + (E2E_CONNECT if combo.connect else [])),
