@@ -6,35 +6,47 @@ BIN := $(VENV)/bin
 EOS_CACHE ?= $(CURDIR)/.cache
 KAFKA_PORT ?= 9092
 export EOS_CACHE KAFKA_PORT
-MVN := mvn -q -B -s docker/maven/settings.xml $(MVN_ARGS)
+# Maven in batch mode without colours; MVN_SHOW keeps one line per jar it downloads (none when ~/.m2
+# has them already) and its errors, instead of -q's silence or hundreds of INFO lines.
+MVN := mvn -B -Dstyle.color=never -s docker/maven/settings.xml $(MVN_ARGS)
+MVN_SHOW := sed -un -e '/^\[ERROR\]/p' \
+  -e 's|^\[INFO\] Downloaded from [^:]*: .*/\([^/]*\.jar\) (\([^ ]* [kMG]*B\).*|  downloaded \1 (\2)|p'
+# pip without -q: a line per package and a progress bar for the big downloads.
+PIP_INSTALL := $(BIN)/pip install --progress-bar on --disable-pip-version-check
 PYTEST_ARGS ?=
 
 PY_STAMP := $(VENV)/.installed
 BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
-SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched
+# Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
+SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 
-.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos clean
+.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos matrix dist clean
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
-$(PY_STAMP): pyproject.toml
+# Exact versions from constraints.txt (pyproject.toml declares the ranges users get).
+$(PY_STAMP): pyproject.toml constraints.txt
+	@echo "== Python: eos, PySpark, pyarrow, pandas, grpc, ... into $(VENV) (~0.5 GB download, ~1 GB on disk)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[test,connect]'
+	$(PIP_INSTALL) -e '.[test,connect]' -c constraints.txt
 	touch $@
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
 $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
+	@echo "== Kafka broker jars (~90 jars, ~55 MB) via Maven (~/.m2) into $(EOS_CACHE)/kafka/libs"
 	rm -rf $(EOS_CACHE)/kafka/libs
-	$(MVN) -f docker/maven/broker-pom.xml dependency:copy-dependencies \
-	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs
+	@set -o pipefail; $(MVN) -f docker/maven/broker-pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs | $(MVN_SHOW)
 	touch $@
 
 # Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
-$(SPARK_STAMP): docker/maven/spark-pom.xml docker/maven/settings.xml
-	rm -rf $(EOS_CACHE)/spark-jars
-	$(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies \
-	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/spark-jars
-	touch $@
+$(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
+	@args="$$($(BIN)/python -c 'from eos._cache import maven_args; print(maven_args())')" && \
+	  dir="$${args##*-DoutputDirectory=}" && \
+	  echo "== Spark's Kafka connector jars for the installed PySpark (~20 MB) via Maven (~/.m2) into $$dir" && \
+	  rm -rf "$$dir" && set -o pipefail && \
+	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
+	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
 broker-up: setup
 	$(BIN)/python -m eos._localbroker up
@@ -56,10 +68,18 @@ lint: setup
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; the knobs:
 # `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"
-# runs it on a replicated 3-broker cluster. Writes reports/chaos.json.
+# runs it on a replicated 3-broker cluster. Writes reports/chaos.json. Ctrl-C or a SIGTERM stops the broker,
+# the Spark daemons and the driver it started (as it does for `make bench`).
 CHAOS_ARGS ?=
 chaos: setup
 	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
+
+# The other supported versions, each in a venv of its own (tests/matrix.py): Spark 3.5 with the lowest
+# of every range on Python 3.10 and Kafka 3.9, the newest Spark 4.x on Python 3.12 and Kafka 4.3.
+# Writes reports/matrix.json. MATRIX_ARGS="--only oldest" runs one.
+MATRIX_ARGS ?=
+matrix: setup
+	$(BIN)/python -m tests.matrix $(MATRIX_ARGS)
 
 demo: broker-up
 	$(BIN)/python examples/demo.py --bootstrap 127.0.0.1:$(KAFKA_PORT)
@@ -76,11 +96,17 @@ export $(BENCH_VARS)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
-	$(BIN)/pip install -q -e '.[test,connect,bench]'
+	@echo "== bench extras: matplotlib, py-spy, quixstreams into $(VENV)"
+	$(PIP_INSTALL) -e '.[test,connect,bench]' -c constraints.txt
 	touch $@
 
 bench: setup $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_bench
 
+# sdist and wheel of the distribution `eos-spark` (import name `eos`) in dist/.
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist
+
 clean:
-	rm -rf $(VENV) $(EOS_CACHE) build *.egg-info reports
+	rm -rf $(VENV) $(EOS_CACHE) build dist *.egg-info reports

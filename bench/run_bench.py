@@ -38,7 +38,15 @@ from bench import bench_report as report
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
 from examples.pipeline import count_per_key, count_per_key_batch
-from tests.support.processes import descendants, processes, pyspark_python, threads_and_rss
+from tests.support.processes import (
+    Interrupted,
+    descendants,
+    processes,
+    pyspark_python,
+    signal_all,
+    stopping,
+    threads_and_rss,
+)
 
 #: the repository: the Python rows run `python -m bench.run_bench` from here
 ROOT = Path(__file__).resolve().parents[1]
@@ -801,7 +809,6 @@ def main() -> int:
     broker = LocalBroker(home=work / "kafka", port=free_port(), controller_port=free_port())
     started = time.time()
     log(f"broker on {broker.bootstrap_servers}, work dir {work}")
-    broker.up()
     result: dict = {
         "params": {
             "records": args.records,
@@ -817,85 +824,107 @@ def main() -> int:
         },
         "machine": machine_facts(),
     }
+    bench: Bench | None = None
+
+    def stop() -> None:
+        """The Spark sessions, the broker (in a session of its own: it would outlive this process), then
+        whatever else still runs below this process: a Spark JVM still starting when a signal came has
+        no session to stop yet, and did not end when its stdin closed (seen here)."""
+        try:
+            if bench is not None and bench.connect is not None:
+                bench.connect.stop()
+            if bench is not None and bench.spark is not None:
+                bench.spark.stop()
+        finally:
+            broker.down()
+            shutil.rmtree(work, ignore_errors=True)
+            signal_all([p.pid for p in descendants(os.getpid())], signal.SIGKILL)
+
     try:
-        bench = Bench(args, broker.bootstrap_servers, work)
-        testing.create_topic(broker.bootstrap_servers, bench.input_topic, PARTITIONS)
-        wait_for_group_coordinators(broker.bootstrap_servers, bench.input_topic)
-        t0 = time.perf_counter()
-        fill_input(broker.bootstrap_servers, bench.input_topic, args.records)
-        log(f"input: {args.records:,} records of {VALUE_BYTES} B in {time.perf_counter() - t0:.1f}s")
-        bench.session()
-        result["warm_up"] = bench.warm_up()
-        log("warmed up")
-        runs: dict[str, list[dict]] = {r: [] for r in rows}
-        for rnd in range(args.runs):
-            order = rows if rnd % 2 == 0 else list(reversed(rows))  # interleaved, and alternating
-            for row in order:
-                res = bench.run_row(row, rnd)
-                runs[row].append(res)
-                rate = res.get("records_per_s")
-                log(
-                    f"round {rnd} {row}: {report.fmt_rate(rate)} records/s"
-                    + (f" ({res['seconds']:.1f}s)" if "seconds" in res else "")
-                    + (f" rss {res.get('worker_rss_peak_mib')} MiB" if res.get("worker_rss_peak_mib") else "")
-                    + (f" ERROR {res['error'][:300]}" if "error" in res else "")
-                )
-        result["runs"] = runs
-        if args.profile:
-            log(f"profile: an extra, uncounted run of {args.profile} under py-spy")
-            kept = list(bench.commit_seconds.get(args.profile, []))
-            bench.profiling = True
-            extra = bench.run_row(args.profile, -1)
-            bench.profiling = False
-            bench.commit_seconds[args.profile] = kept  # py-spy slowed the extra run's commits
-            result["profile"] = {"row": args.profile, **extra.get("profile", {"error": extra.get("error")})}
-        result["throughput"] = report.summarize_throughput(runs)
-        result["commit_ms"] = {
-            row: {
-                "commits": len(s),
-                "p50_ms": _ms(report.percentile(s, 50)),
-                "p99_ms": _ms(report.percentile(s, 99)),
+        with stopping(stop):
+            broker.up()
+            bench = Bench(args, broker.bootstrap_servers, work)
+            testing.create_topic(broker.bootstrap_servers, bench.input_topic, PARTITIONS)
+            wait_for_group_coordinators(broker.bootstrap_servers, bench.input_topic)
+            t0 = time.perf_counter()
+            fill_input(broker.bootstrap_servers, bench.input_topic, args.records)
+            log(f"input: {args.records:,} records of {VALUE_BYTES} B in {time.perf_counter() - t0:.1f}s")
+            bench.session()
+            result["warm_up"] = bench.warm_up()
+            log("warmed up")
+            runs: dict[str, list[dict]] = {r: [] for r in rows}
+            for rnd in range(args.runs):
+                order = rows if rnd % 2 == 0 else list(reversed(rows))  # interleaved, and alternating
+                for row in order:
+                    res = bench.run_row(row, rnd)
+                    runs[row].append(res)
+                    rate = res.get("records_per_s")
+                    log(
+                        f"round {rnd} {row}: {report.fmt_rate(rate)} records/s"
+                        + (f" ({res['seconds']:.1f}s)" if "seconds" in res else "")
+                        + (
+                            f" rss {res.get('worker_rss_peak_mib')} MiB"
+                            if res.get("worker_rss_peak_mib")
+                            else ""
+                        )
+                        + (f" ERROR {res['error'][:300]}" if "error" in res else "")
+                    )
+            result["runs"] = runs
+            if args.profile:
+                log(f"profile: an extra, uncounted run of {args.profile} under py-spy")
+                kept = list(bench.commit_seconds.get(args.profile, []))
+                bench.profiling = True
+                extra = bench.run_row(args.profile, -1)
+                bench.profiling = False
+                bench.commit_seconds[args.profile] = kept  # py-spy slowed the extra run's commits
+                result["profile"] = {
+                    "row": args.profile,
+                    **extra.get("profile", {"error": extra.get("error")}),
+                }
+            result["throughput"] = report.summarize_throughput(runs)
+            result["commit_ms"] = {
+                row: {
+                    "commits": len(s),
+                    "p50_ms": _ms(report.percentile(s, 50)),
+                    "p99_ms": _ms(report.percentile(s, 99)),
+                }
+                for row, s in bench.commit_seconds.items()
             }
-            for row, s in bench.commit_seconds.items()
-        }
-        for row in ("python_loop_exactly_once",):
-            if row in runs:
-                ok = [r for r in runs[row] if r.get("commit_p50_ms") is not None]
-                if ok:
-                    result["commit_ms"][row] = {
-                        "p50_ms": report.median(r["commit_p50_ms"] for r in ok),
-                        "p99_ms": report.median(r["commit_p99_ms"] for r in ok),
-                        "note": "median over runs of each run's percentile",
-                    }
-        rss1 = report.median(r.get("worker_rss_peak_mib") for r in runs.get("eos_exactly_once", []))
-        rss10 = report.median(
-            r.get("worker_rss_peak_mib") for r in runs.get("eos_exactly_once_10x_batch", [])
-        )
-        result["rss"] = {
-            "batch_1x_records": args.batch,
-            "batch_10x_records": 10 * args.batch,
-            "worker_peak_mib_1x": rss1,
-            "worker_peak_mib_10x": rss10,
-            "ratio_10x_over_1x": report.ratio(rss10, rss1),
-            "per_row_median_peak_mib": {
-                row: report.median(r.get("worker_rss_peak_mib") for r in rr) for row, rr in runs.items()
-            },
-        }
-        if "latency" not in skip:
-            result["latency"] = {}
-            for row in ("spark_kafka_sink", "eos_at_least_once", "eos_exactly_once"):
-                log(f"latency {row}: {args.latency_rate}/s for {args.latency_seconds:.0f}s at a 1 s trigger")
-                result["latency"][row] = bench.latency(row)
-                log(f"latency {row}: {result['latency'][row]}")
-        if "restore" not in skip:
-            result["restore"] = bench.restore()
-        if bench.connect is not None:
-            bench.connect.stop()
-        if bench.spark is not None:
-            bench.spark.stop()
-    finally:
-        broker.down()
-        shutil.rmtree(work, ignore_errors=True)
+            for row in ("python_loop_exactly_once",):
+                if row in runs:
+                    ok = [r for r in runs[row] if r.get("commit_p50_ms") is not None]
+                    if ok:
+                        result["commit_ms"][row] = {
+                            "p50_ms": report.median(r["commit_p50_ms"] for r in ok),
+                            "p99_ms": report.median(r["commit_p99_ms"] for r in ok),
+                            "note": "median over runs of each run's percentile",
+                        }
+            rss1 = report.median(r.get("worker_rss_peak_mib") for r in runs.get("eos_exactly_once", []))
+            rss10 = report.median(
+                r.get("worker_rss_peak_mib") for r in runs.get("eos_exactly_once_10x_batch", [])
+            )
+            result["rss"] = {
+                "batch_1x_records": args.batch,
+                "batch_10x_records": 10 * args.batch,
+                "worker_peak_mib_1x": rss1,
+                "worker_peak_mib_10x": rss10,
+                "ratio_10x_over_1x": report.ratio(rss10, rss1),
+                "per_row_median_peak_mib": {
+                    row: report.median(r.get("worker_rss_peak_mib") for r in rr) for row, rr in runs.items()
+                },
+            }
+            if "latency" not in skip:
+                result["latency"] = {}
+                for row in ("spark_kafka_sink", "eos_at_least_once", "eos_exactly_once"):
+                    rate = f"{args.latency_rate}/s for {args.latency_seconds:.0f}s"
+                    log(f"latency {row}: {rate} at a 1 s trigger")
+                    result["latency"][row] = bench.latency(row)
+                    log(f"latency {row}: {result['latency'][row]}")
+            if "restore" not in skip:
+                result["restore"] = bench.restore()
+    except Interrupted as exc:
+        log(f"{exc}: stopped the Spark session and the broker")
+        return exc.exit_code
     result["targets"] = report.targets(result)
     result["elapsed_s"] = round(time.time() - started, 1)
     notes = {

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
-from eos import _kafka, _names
+from eos import _kafka, _log, _names
 from eos.config import Config
 
 # librdkafka spells some security settings differently from the Java client that Spark's source uses.
@@ -33,6 +33,13 @@ _LIBRDKAFKA_ONLY = frozenset(
         "sasl.kerberos.keytab",
     }
 )
+
+
+def with_logger(settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` for building a client: librdkafka's log lines go to `eos._log.kafka_logger()` rather
+    than to stderr. Added only here, never to `Config` or the settings a cache key is made of: the
+    logger's str() shows its level, which may change."""
+    return {"logger": _log.kafka_logger(), **settings}
 
 
 def _base(config: Config) -> dict[str, Any]:
@@ -126,7 +133,7 @@ def admin(config: Config) -> AdminClient:
     with _lock:
         if key not in _admins:
             with _kafka.translating("creating an admin client"):
-                _admins[key] = AdminClient({**settings, "error_cb": on_error})
+                _admins[key] = AdminClient(with_logger({**settings, "error_cb": on_error}))
         return _admins[key]
 
 
@@ -140,7 +147,7 @@ def _cached_consumer(settings: dict[str, Any]) -> Consumer:
         key = _key(settings)
         if key not in _consumers:
             with _kafka.translating("creating a consumer"):
-                _consumers[key] = Consumer(settings)
+                _consumers[key] = Consumer(with_logger(settings))
         return _consumers[key]
 
 

@@ -55,11 +55,8 @@ def _check(rdd) -> bool:
         return False
     seen: set[tuple[str, int]] = set()
     for part in rdd.partitions():
-        inputs = part.inputPartitions()
-        if inputs.size() != 1:
-            return False
-        source = inputs.apply(0)
-        if source.getClass().getName() != _KAFKA_PARTITION:
+        source = _only_input(part)
+        if source is None or source.getClass().getName() != _KAFKA_PARTITION:
             return False
         tp = source.offsetRange().topicPartition()
         key = (tp.topic(), tp.partition())
@@ -67,3 +64,14 @@ def _check(rdd) -> bool:
             return False
         seen.add(key)
     return True
+
+
+def _only_input(part):
+    """The one input partition a `DataSourceRDDPartition` reads, or None: Spark 3.5-4.1 hold a
+    `Seq[InputPartition]` (`inputPartitions`), Spark 4.2 an `Option[InputPartition]` (`inputPartition`)."""
+    try:
+        inputs = part.inputPartitions()
+    except Exception:  # noqa: BLE001 - py4j: no such method (Spark 4.2)
+        one = part.inputPartition()
+        return one.get() if one.isDefined() else None
+    return inputs.apply(0) if inputs.size() == 1 else None

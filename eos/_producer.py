@@ -58,7 +58,9 @@ class OutputProducer:
         self.transactional_id = transactional_id
         with _kafka.translating(f"creating the producer {transactional_id or ''}"):
             self._producer = Producer(
-                {**producer_settings(config, transactional_id), "error_cb": self._on_error}
+                _clients.with_logger(
+                    {**producer_settings(config, transactional_id), "error_cb": self._on_error}
+                )
             )
         #: the error that made this producer unusable, as librdkafka reports it through error_cb
         self.fatal_error: KafkaError | None = None

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eos import _cluster, _offsets
-from eos._cache import spark_jars_dir
+from eos._cache import connector_package, spark_jars_dir
 from eos._clients import spark_source_options
 from eos._localbroker import free_port
 from eos._log import get_logger
@@ -35,8 +35,10 @@ def spark_session(
     - `spark_session(remote="sc://host:port")`: a Connect session to a running server (which must have
       the connector and eos installed, see README). `SPARK_REMOTE` in the environment works as `remote`.
 
-    The connector jars come from `make setup` (`$EOS_CACHE/spark-jars`); without them, Spark resolves
-    the connector from Maven itself (`spark.jars.packages`). On a cluster, keep using `--packages`.
+    Under `spark-submit` the session is the submitted job's: its `--master`, `--jars` and `--packages`
+    apply. Elsewhere the connector jars for the installed PySpark come from `make setup`
+    (`$EOS_CACHE/spark-jars/<version>`, Scala 2.12 for Spark 3.5, 2.13 for 4.x); without them, Spark
+    resolves the same connector from Maven itself (`spark.jars.packages`).
     """
     import pyspark
     from pyspark.sql import SparkSession
@@ -60,17 +62,20 @@ def spark_session(
         # Kafka options carry credentials into plans and event logs: hide every kind eos knows of.
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
     }
+    # Started by spark-submit (the JVM is already up, PySpark connects to it): its --master, --jars and
+    # --packages apply, and overriding them here would turn a cluster job into a local one.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     jars = sorted(spark_jars_dir().glob("*.jar"))
-    if jars:
+    if jars and not submitted:
         settings["spark.jars"] = ",".join(str(j) for j in jars)
-    else:
-        settings["spark.jars.packages"] = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
-    master = master or os.environ.get("EOS_SPARK_MASTER", DEFAULT_MASTER)
+    elif not submitted:
+        settings["spark.jars.packages"] = connector_package(pyspark.__version__)
+    master = master or os.environ.get("EOS_SPARK_MASTER") or (None if submitted else DEFAULT_MASTER)
     if remote is not None:
-        master = master if remote == "local" else remote
+        master = (master or DEFAULT_MASTER) if remote == "local" else remote
         return _local_connect(master, {**settings, **(conf or {})})
     settings.update(conf or {})
-    builder = SparkSession.builder.master(master)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

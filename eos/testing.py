@@ -16,6 +16,8 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from eos._clients import with_logger
+
 __all__ = [
     "MARKER_HEADER",
     "Comparison",
@@ -41,7 +43,7 @@ def create_topic(
     bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:
     """Create a topic (replication factor: the brokers' default.replication.factor) and wait for leaders."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(with_logger({"bootstrap.servers": bootstrap}))
     futures = admin.create_topics([NewTopic(name, partitions, -1, config=dict(config or {}))])
     try:
         futures[name].result(timeout)
@@ -78,7 +80,9 @@ def produce_sequence(
     bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0
 ) -> dict[int, list[bytes]]:
     """Write `per_partition` records with unique, increasing sequence ids to each partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    producer = Producer(
+        with_logger({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    )
     sent: dict[int, list[bytes]] = defaultdict(list)
     for seq in range(start, start + per_partition):
         for partition in range(partitions):
@@ -110,7 +114,7 @@ def write_markers(bootstrap: str, topic: str) -> str:
     A read_committed reader sees a marker only once every transaction before it has ended.
     """
     marker = uuid.uuid4().hex
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer(with_logger({"bootstrap.servers": bootstrap}))
     md = producer.list_topics(topic, timeout=10).topics[topic]
     for partition in md.partitions:
         producer.produce(topic, b"", partition=partition, headers=[(MARKER_HEADER, marker.encode())])
@@ -132,14 +136,16 @@ def read_topic(
     within `timeout` (a hanging transaction), or where the end was not reached.
     """
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"eos-verify-{uuid.uuid4().hex}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
+        with_logger(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"eos-verify-{uuid.uuid4().hex}",
+                "isolation.level": isolation,
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
     )
     try:
         md = consumer.list_topics(topic, timeout=10).topics[topic]

@@ -20,7 +20,7 @@ import attrs
 import psutil
 
 from eos._localbroker import free_port
-from tests.support.processes import Proc, descendants, processes
+from tests.support.processes import Proc, descendants, processes, signal_all
 
 
 def _spark_home() -> Path:
@@ -36,17 +36,6 @@ def cpu_seconds(pid: int) -> float:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return 0.0
     return times.user + times.system
-
-
-def signal_all(pids, sig: int) -> int:
-    sent = 0
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-            sent += 1
-        except ProcessLookupError:
-            pass
-    return sent
 
 
 @attrs.define

@@ -46,7 +46,7 @@ from eos.testing import HistoryChecker, OutputRecord
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
 from tests.support import counting
-from tests.support.processes import DriverProcess
+from tests.support.processes import DriverProcess, Interrupted, stopping
 from tests.support.summaries import read_summaries
 
 #: the repository: the driver runs `python -m tests.chaos.chaos_pipeline` from here
@@ -147,6 +147,8 @@ class Chaos:
         self.sent: dict[int, list[bytes]] = {}
         self.restarts = 0
         self.live: LiveChecker | None = None
+        #: every driver incarnation started, for `down` to kill whichever still runs
+        self.drivers: list[DriverProcess] = []
 
     # -- setup -----------------------------------------------------------------------------------------
 
@@ -159,8 +161,20 @@ class Chaos:
         )
 
     def down(self) -> None:
+        """Stop everything the run started: drivers (their process groups: the driver's JVM too), the
+        Spark cluster with its executors, the broker(s). Each is in a session of its own, so none of
+        them would end with the harness."""
+        if self.live is not None:
+            self.live.stop()
+        for driver in self.drivers:
+            driver.kill()
         self.cluster.down()
         self.broker.down()
+
+    def _driver(self, argv: list[str], env: dict[str, str], log_path: Path) -> DriverProcess:
+        driver = DriverProcess(argv, env=env, log_path=str(log_path), cwd=ROOT)
+        self.drivers.append(driver)
+        return driver
 
     # -- faults from outside ---------------------------------------------------------------------------
 
@@ -357,16 +371,14 @@ class Chaos:
                 # changelog, and the restore is where this incarnation's crash point fires (F6).
                 shutil.rmtree(run_dir / "state", ignore_errors=True)
                 faults["state_dir_lost"] += 1
-            proc = DriverProcess(argv, env=env, log_path=str(run_dir / f"driver-{i}.log"), cwd=ROOT)
+            proc = self._driver(argv, env, run_dir / f"driver-{i}.log")
             batches = len(read_summaries(summaries))
             if inc.end == "finish":  # 3.
                 rc = self._finish(proc)
                 if rc != 0:
                     driver_failures += 1
                     log(f"  last incarnation exited {rc}; running it once more\n{proc.log_tail(3000)}")
-                    proc = DriverProcess(
-                        argv, env=env, log_path=str(run_dir / f"driver-{i}-again.log"), cwd=ROOT
-                    )
+                    proc = self._driver(argv, env, run_dir / f"driver-{i}-again.log")
                     rc = self._finish(proc)
                 finished = rc == 0
                 log(f"  incarnation {i}: ran to the end (exit {rc})")
@@ -619,14 +631,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     runs = []
     try:
-        chaos.up()
-        log(f"broker {chaos.bootstrap}, cluster {chaos.cluster.master_url}, {args.records} records seeded")
-        for guarantee in args.guarantees.split(","):
-            for pipeline in args.pipelines.split(","):
-                runs.append(chaos.run(guarantee, pipeline == "stateful", plan))
-                log(json.dumps(runs[-1]))
-    finally:
-        chaos.down()
+        with stopping(chaos.down):
+            chaos.up()
+            log(
+                f"broker {chaos.bootstrap}, cluster {chaos.cluster.master_url}, {args.records} records seeded"
+            )
+            for guarantee in args.guarantees.split(","):
+                for pipeline in args.pipelines.split(","):
+                    runs.append(chaos.run(guarantee, pipeline == "stateful", plan))
+                    log(json.dumps(runs[-1]))
+    except Interrupted as exc:
+        log(f"{exc}: stopped the drivers, the Spark cluster and the broker this run started")
+        return exc.exit_code
     problems = failures(runs, args.min_kills, args.min_broker_restarts)
     report = {
         "seed": args.seed,

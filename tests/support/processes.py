@@ -1,15 +1,83 @@
 """Processes the tests start, kill and measure: a Spark driver as a process group of its own, and the
-process tree below it (executor JVMs, `pyspark.daemon`, Python workers), read through psutil."""
+process tree below it (executor JVMs, `pyspark.daemon`, Python workers), read through psutil. And
+`stopping`, with which the chaos harness and the bench stop what they started, also when interrupted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 import psutil
+
+
+def signal_all(pids, sig: int) -> int:
+    """Send `sig` to each pid; returns to how many (those that exited meanwhile are skipped)."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            pass
+    return sent
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; `exit_code` is the shell's 128 + signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def stopping(stop: Callable[[], object]) -> Iterator[None]:
+    """Run the block, then `stop()` (stop what it started), also when SIGTERM or SIGINT (Ctrl-C) arrives:
+    inside the block either raises `Interrupted`. Python's default SIGTERM ends the process at once, and
+    what was started in a session of its own (a broker, Spark daemons, drivers) would outlive it; `make`
+    passes its SIGTERM on to the recipe. `stop()` runs with both signals ignored, so that neither a
+    second Ctrl-C nor a signal arriving as the block ends cuts it short; a signal that arrived then is
+    raised once `stop()` is done. Outside the main thread no handler can be installed: just try/finally."""
+    if threading.current_thread() is not threading.main_thread():
+        try:
+            yield
+        finally:
+            stop()
+        return
+    signums = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in signums}
+    received: list[int] = []
+    in_block = True
+
+    def interrupt(signum, frame) -> None:
+        for s in signums:
+            signal.signal(s, signal.SIG_IGN)
+        received.append(signum)
+        if in_block:
+            raise Interrupted(signum)
+
+    for signum in signums:
+        signal.signal(signum, interrupt)
+    try:
+        try:
+            yield
+        finally:
+            in_block = False  # a signal just before this line raises here: the outer finally still runs
+    finally:
+        for signum in signums:
+            signal.signal(signum, signal.SIG_IGN)
+        try:
+            stop()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    if received:
+        raise Interrupted(received[0])
 
 
 class DriverProcess:

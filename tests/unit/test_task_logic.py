@@ -209,6 +209,11 @@ def rows(offsets, partition: int = 0, topic: str = IN) -> pa.RecordBatch:
     )
 
 
+def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch of `batches` (pa.concat_batches needs pyarrow 19)."""
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
 def task(cfg: eos.Config, process: Callable | None = None, partition: int = 0, **kw) -> PartitionTask:
     return PartitionTask(Job(cfg, 7, LAYOUT, process, **kw), IN, partition)
 
@@ -519,8 +524,8 @@ def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
     cfg = config(commit_every=2)
     kafka.offsets[("a", 1)] = 1
     batches = [
-        pa.concat_batches([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
-        pa.concat_batches([rows([2], partition=1, topic="a"), rows([5], topic="b")]),
+        concat([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
+        concat([rows([2], partition=1, topic="a"), rows([5], topic="b")]),
     ]
     out = list(run_partition(Job(cfg, 7, LAYOUT), iter(batches)))
     assert all(b.schema == STATS_SCHEMA and b.num_rows == 1 for b in out)
@@ -694,7 +699,7 @@ def test_process_stops_mid_batch_when_the_transaction_is_due(kafka):
 
 
 def test_rows_out_of_order_fail_the_partition_before_anything_of_that_run_commits(kafka):
-    batch = pa.concat_batches([rows(range(3)), rows([7, 5])])
+    batch = concat([rows(range(3)), rows([7, 5])])
     with pytest.raises(eos.InputOrderError, match="strictly increasing"):
         list(run_partition(Job(config(commit_every=2), 7, LAYOUT), iter([batch])))
     assert kafka.outputs == [] and kafka.offsets == {}

@@ -1,0 +1,81 @@
+"""The package as users get it: `make dist`'s wheel installed (not editable) into a fresh venv, and the
+e2e pipeline run from that venv, outside the checkout, on the real broker and Spark.
+
+The fresh venv sees the test venv's site-packages through a path file, so it finds pyspark, pyarrow
+and confluent-kafka without downloading them again, but not the checkout's editable `eos`: the only
+`eos` it can import is the wheel's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import eos
+from eos import testing
+from tests.support.processes import DriverProcess
+from tests.support.summaries import read_summaries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*argv, cwd=None) -> str:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{argv}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(bootstrap, names, tmp_path):
+    dist = tmp_path / "dist"
+    _run(sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT))
+    wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in dist.iterdir())
+    wheel = wheels[0]
+    assert wheel.name.startswith(f"eos_spark-{eos.__version__}-"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names_in_wheel = set(z.namelist())
+    assert "eos/py.typed" in names_in_wheel
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names_in_wheel), sorted(names_in_wheel)[:5]
+    assert not [n for n in names_in_wheel if n.startswith(("tests/", "bench/", "examples/"))]
+
+    venv = tmp_path / "fresh"
+    _run(sys.executable, "-m", "venv", str(venv))
+    python = venv / "bin" / "python"
+    site = Path(_run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    (site / "deps-from-test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run(str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel))
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    where = _run(str(python), "-c", "import eos; print(eos.__file__)", cwd=outside).strip()
+    assert where.startswith(str(site)), where
+    meta = _run(
+        str(python),
+        "-c",
+        "from importlib.metadata import metadata as m; d = m('eos-spark');"
+        " print(d['Version'], d.get('License-Expression'), d['Requires-Python'])",
+        cwd=outside,
+    ).split()
+    assert meta == [eos.__version__, "Apache-2.0", ">=3.10"], meta
+    assert "offsets" in _run(str(venv / "bin" / "eos"), "--help", cwd=outside)
+
+    # The e2e, from the installed package: the example pipeline copied out of the checkout.
+    script = outside / "pipeline.py"
+    shutil.copy(ROOT / "examples" / "pipeline.py", script)
+    source, output = names("pkg-in"), names("pkg-out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    sent = testing.produce_sequence(bootstrap, source, 2, 200)
+    summaries = tmp_path / "summaries.jsonl"
+    argv = [str(python), str(script), "--bootstrap", bootstrap, "--app-id", names("pkg-app")]
+    argv += ["--input", source, "--output", output, "--checkpoint", str(tmp_path / "ckpt")]
+    argv += ["--summaries", str(summaries), "--max-offsets", "200"]
+    proc = DriverProcess(argv, env={"PYTHONPATH": ""}, log_path=str(tmp_path / "pipeline.log"), cwd=outside)
+    assert proc.wait() == 0, proc.log_tail()
+    assert read_summaries(summaries), proc.log_tail()
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result

@@ -1,0 +1,100 @@
+"""librdkafka's log lines go through the `eos.kafka` logger, not to stderr as `%3|...|FAIL|...` lines:
+real clients against a port nobody listens on (connection refused, no broker needed)."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+
+import eos
+from eos import _clients, _log, testing
+from eos._localbroker import free_port
+from eos._producer import OutputProducer, _cache_key
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def kafka_records():
+    logger = _log.kafka_logger()
+    handler, level = Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler.records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_every_client_eos_builds_logs_through_eos_kafka_not_stderr(kafka_records, capfd):
+    bootstrap = f"127.0.0.1:{free_port()}"  # refused
+    cfg = eos.Config(bootstrap_servers=bootstrap, app_id="kafka-log", output_topic="out")
+    admin, consumer = _clients.admin(cfg), _clients.watermark_consumer(cfg)
+    producer = OutputProducer(cfg, cfg.transactional_id("in", 0))
+    try:
+        for client in (admin, consumer, producer._producer):
+            with pytest.raises(Exception):  # noqa: B017 - whatever librdkafka makes of no broker
+                client.list_topics(timeout=1)
+        admin.poll(0)  # the lines arrive where the client is polled
+        consumer.poll(0.1)
+        producer._producer.poll(0)
+        with pytest.raises(Exception):  # noqa: B017
+            testing.create_topic(bootstrap, "out", 1, timeout=1)
+    finally:
+        producer._producer = None
+        _clients.clear()
+    clients = {r.args[1] for r in kafka_records if r.args and r.args[0] == "FAIL"}
+    assert len(clients) >= 3, clients  # admin, consumer, producer (eos.testing's may go unpolled)
+    assert not re.search(r"^%\d\|", capfd.readouterr().err, re.M)
+    assert "logger" not in str(_cache_key(cfg, cfg.transactional_id("in", 0)))
+
+
+class FakeLog:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict]] = []
+
+    def __call__(self, **context):
+        self.context = context
+        return self
+
+    def debug(self, event, **kw):
+        self.calls.append(("debug", event, {**self.context, **kw}))
+
+    def error(self, event, **kw):
+        self.calls.append(("error", event, {**self.context, **kw}))
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        (logging.CRITICAL, "error"),
+        (logging.ERROR, "debug"),
+        (logging.WARNING, "debug"),
+        (logging.INFO, "debug"),
+    ],
+)
+def test_librdkafka_lines_are_debug_in_eos_log_save_critical_ones(monkeypatch, level, expected):
+    log = FakeLog()
+    monkeypatch.setattr(_log, "get_logger", log)
+    args = ("FAIL", "rdkafka#producer-1", "Connect to ipv4#127.0.0.1:1 failed: Connection refused")
+    _log._ToEosLog().emit(logging.LogRecord("eos.kafka", level, __file__, 1, "%s [%s] %s", args, None))
+    assert log.calls == [
+        (
+            expected,
+            "librdkafka",
+            {
+                "facility": "FAIL",
+                "client": "rdkafka#producer-1",
+                "rdkafka_level": logging.getLevelName(level).lower(),
+                "message": args[2],
+            },
+        )
+    ]
