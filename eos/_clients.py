@@ -185,6 +185,15 @@ def group_consumer(config: Config) -> Consumer:
     return _cached_consumer(consumer_settings(config))
 
 
+def offsets_consumer(config: Config, stable: bool) -> Consumer:
+    """A consumer of the group for reading its committed offsets: read_committed asks the broker for
+    stable offsets only (librdkafka sets require_stable from isolation.level), read_uncommitted for
+    the last committed ones even while a transaction holding newer ones is open."""
+    if stable:
+        return group_consumer(config)
+    return _cached_consumer(consumer_settings(config, **{"isolation.level": "read_uncommitted"}))
+
+
 def clear() -> None:
     """Forget every cached client (see `eos._worker.reset`)."""
     with _lock:

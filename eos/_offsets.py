@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from eos import _clients, _kafka, _names
 from eos.config import Config
@@ -112,19 +112,25 @@ def committed(
 def committed_entries(
     config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True
 ) -> dict[tuple[str, int], Committed | None]:
-    """Committed offset and its metadata per (topic, partition), or None where the group has none."""
+    """Committed offset and its metadata per (topic, partition), or None where the group has none.
+
+    Asked through a consumer of the group, not the admin client: librdkafka's admin
+    ListConsumerGroupOffsets dereferences the (absent) consumer group of an admin client when the
+    broker answers NOT_COORDINATOR, and the process dies of SIGSEGV (librdkafka issue 5040, still in
+    2.15; seen here on a fresh broker, whose group coordinator is still loading). A consumer's group
+    waits for its coordinator instead.
+    """
     group = _names.input_group(config.app_id)
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+    request = [TopicPartition(t, p) for t, p in tps]
     timeout_s = config.operation_timeout_ms / 1000
+    consumer = _clients.offsets_consumer(config, stable)
 
     def fetch() -> dict[tuple[str, int], Committed | None]:
-        futures = _clients.admin(config).list_consumer_group_offsets(
-            request, require_stable=stable, request_timeout=timeout_s
-        )
-        result = futures[group].result()
         out: dict[tuple[str, int], Committed | None] = {}
-        for tp in result.topic_partitions:
+        for tp in consumer.committed(request, timeout=timeout_s):
             if tp.error is not None:
+                if _kafka.classify(tp.error) is _kafka.Kind.RETRIABLE:
+                    raise KafkaException(tp.error)  # e.g. UNSTABLE_OFFSET_COMMIT: `call` asks again
                 raise _kafka.translate_error(tp.error, f"offset of {tp.topic}/{tp.partition}")
             out[(tp.topic, tp.partition)] = Committed(tp.offset, tp.metadata) if tp.offset >= 0 else None
         return out

@@ -136,22 +136,19 @@ def fakes(inject: Injector, changelog_records: int):
             entries = {"cleanup.policy": SimpleNamespace(value="compact")}
             return {r: Future(inject, "AdminClient.describe_configs", entries) for r in resources}
 
-        def list_consumer_group_offsets(self, requests, require_stable=False, request_timeout=None):
-            inject("AdminClient.list_consumer_group_offsets")
-            request = requests[0]
-            tps = [
-                SimpleNamespace(
-                    topic=tp.topic, partition=tp.partition, offset=-1001, metadata=None, error=None
-                )
-                for tp in request.topic_partitions
-            ]
-            value = SimpleNamespace(topic_partitions=tps)
-            return {request.group_id: Future(inject, "AdminClient.list_consumer_group_offsets", value)}
-
     class Consumer:
         def __init__(self, settings) -> None:
             inject("Consumer()")
             self.pending: list[Message] = []
+
+        def committed(self, partitions, timeout=None):
+            inject("Consumer.committed")
+            return [
+                SimpleNamespace(
+                    topic=tp.topic, partition=tp.partition, offset=-1001, metadata=None, error=None
+                )
+                for tp in partitions
+            ]
 
         def consumer_group_metadata(self):
             inject("Consumer.consumer_group_metadata")
@@ -251,7 +248,7 @@ def test_the_fakes_reach_every_client_the_task_uses(monkeypatch, tmp_path, guara
     """Guards the test below: a clean run goes through the producer, the admin client and a consumer,
     and, with state, through the changelog's creation, check and restore."""
     sites = call_sites(monkeypatch, tmp_path, guarantee, stateful)
-    expected = {"Producer.produce", "Producer.flush", "AdminClient.list_consumer_group_offsets.result"}
+    expected = {"Producer.produce", "Producer.flush", "Consumer.committed"}
     if guarantee == "exactly_once":
         expected |= {
             "Producer.init_transactions",

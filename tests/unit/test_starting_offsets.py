@@ -13,46 +13,46 @@ import eos
 from eos import _clients, _offsets, session
 
 
-class Result:
-    def __init__(self, partitions) -> None:
-        self.topic_partitions = partitions
+class RecordingConsumer:
+    """Stands in for confluent_kafka.Consumer; records whether each offset read asked for stable
+    offsets (librdkafka derives require_stable from isolation.level)."""
 
+    stable_reads: list[bool] = []
+    committed_offsets: dict[int, int] = {}
 
-class Future:
-    def __init__(self, value) -> None:
-        self.value = value
+    def __init__(self, settings) -> None:
+        self.stable = settings["isolation.level"] == "read_committed"
+        self.group = settings["group.id"]
 
-    def result(self, timeout=None):
-        return self.value
-
-
-class RecordingAdmin:
-    def __init__(self, committed: dict[int, int]) -> None:
-        self.committed = committed
-        self.require_stable: list[bool] = []
-
-    def list_consumer_group_offsets(self, request, require_stable=False, request_timeout=None):
-        self.require_stable.append(require_stable)
-        group = request[0].group_id
-        config = eos.Config(bootstrap_servers="b:1", app_id=group, output_topic="out")
-        parts = [
+    def committed(self, partitions, timeout=None):
+        RecordingConsumer.stable_reads.append(self.stable)
+        config = eos.Config(bootstrap_servers="b:1", app_id=self.group, output_topic="out")
+        return [
             TopicPartition(
-                tp.topic, tp.partition, self.committed.get(tp.partition, -1001), _offsets.stamp(config)
+                tp.topic,
+                tp.partition,
+                self.committed_offsets.get(tp.partition, -1001),
+                _offsets.stamp(config),
             )
-            for tp in request[0].topic_partitions
+            for tp in partitions
         ]
-        return {group: Future(Result(parts))}
+
+    def close(self) -> None:
+        pass
 
 
 def test_starting_offsets_do_not_wait_for_open_transactions_but_tasks_do(monkeypatch):
-    admin = RecordingAdmin({0: 40})
-    monkeypatch.setattr(_clients, "admin", lambda config: admin)
+    monkeypatch.setattr(_clients, "Consumer", RecordingConsumer)
+    monkeypatch.setattr(RecordingConsumer, "stable_reads", [])
+    monkeypatch.setattr(RecordingConsumer, "committed_offsets", {0: 40})
+    _clients.clear()
     monkeypatch.setattr(_offsets, "require_topics", lambda config, topics, role: {"in": 2})
     config = eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")
 
     spec = session.starting_offsets(config, ["in"])
     assert json.loads(spec) == {"in": {"0": 40, "1": -2}}
-    assert admin.require_stable == [False]
+    assert RecordingConsumer.stable_reads == [False]
 
     assert _offsets.committed(config, [("in", 0)]) == {("in", 0): 40}
-    assert admin.require_stable == [False, True]
+    assert RecordingConsumer.stable_reads == [False, True]
+    _clients.clear()
