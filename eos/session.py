@@ -87,8 +87,17 @@ def _local_connect(master: str, settings: dict[str, str]):
     """Start a Spark Connect server in this process's JVM (on a free loopback port, with a token) and
     return a Connect session to it. The classic session that hosts the server stays the process's
     active classic session, so `spark_session()` afterwards returns it."""
+    import pyspark
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        # 3.5's wheel has no Connect server jar and no token authentication; not tested with eos.
+        raise RuntimeError(
+            "eos.spark_session(remote=\"local\") starts a Spark Connect server from the PySpark install,"
+            f" which needs PySpark 4.0 or later (installed: {pyspark.__version__}). On Spark 3.5 use the"
+            " classic session, eos.spark_session()."
+        )
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     active = SparkContext._active_spark_context
