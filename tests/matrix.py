@@ -32,6 +32,8 @@ E2E_CLASSIC = [
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
     "[wipe-classic-batch]",
     "tests/integration/test_spark_read.py",
+    "tests/integration/test_deploy.py",
+    "tests/integration/test_package.py",
 ]
 E2E_CONNECT = [
     "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[connect]",
