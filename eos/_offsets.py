@@ -88,8 +88,8 @@ def _foreign_message(config: Config, topic: str, partition: int, entry: Committe
         f"group {config.app_id!r} has offset {entry.offset} committed for input partition {topic}/{partition}"
         f" {who}. eos skips every input row below the committed offset, so it refuses an offset it did"
         " not commit: nothing of this partition was written or skipped. If the offset is right, stamp"
-        f" it with `eos offsets reset --app {config.app_id} --topic {topic} --shift 0`; to trust such"
-        " offsets anyway, set accept_foreign_offsets."
+        f" it with `eos offsets reset --app {config.app_id} --topic {topic} --shift 0 --execute`; to"
+        " trust such offsets anyway, set accept_foreign_offsets."
     )
 
 

@@ -94,7 +94,7 @@ def _local_connect(master: str, settings: dict[str, str]):
     if int(pyspark.__version__.split(".")[0]) < 4:
         # 3.5's wheel has no Connect server jar and no token authentication; not tested with eos.
         raise RuntimeError(
-            "eos.spark_session(remote=\"local\") starts a Spark Connect server from the PySpark install,"
+            'eos.spark_session(remote="local") starts a Spark Connect server from the PySpark install,'
             f" which needs PySpark 4.0 or later (installed: {pyspark.__version__}). On Spark 3.5 use the"
             " classic session, eos.spark_session()."
         )

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,9 +20,9 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import OffsetSpec
 
 from eos import _clients, _offsets
-from eos._cache import kafka_libs
 from eos._kafka import kafka_error_of
 from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
+from eos.cli._tools import tools_classpath
 from eos.config import Config
 from eos.errors import AuthenticationError, BrokerUnreachableError
 
@@ -36,9 +37,16 @@ TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 class Broker:
     """The CLI's view of the cluster, through the admin client eos builds from `Config`."""
 
-    def __init__(self, config: Config, timeout: float) -> None:
+    def __init__(self, config: Config, timeout: float, java_settings: dict[str, str] | None = None) -> None:
         self.config = config
         self.timeout = timeout
+        #: --command-config as written (Java names), for Kafka's own tools
+        self.java_settings = dict(java_settings or {})
+        self._ready: set[str] = set()  # groups whose coordinator has answered
+
+    def transactions(self, args: list[str]) -> str:
+        """Kafka's `TransactionsCommand <args>` against this cluster (see `transactions_command`)."""
+        return transactions_command(self.config, args, self.timeout, self.java_settings)
 
     @property
     def admin(self):
@@ -89,9 +97,38 @@ class Broker:
 
     # -- offsets --------------------------------------------------------------------------------------
 
+    def _coordinator_ready(self, group: str) -> None:
+        """Wait until the group's coordinator answers DescribeGroups. librdkafka's admin
+        ListConsumerGroupOffsets crashes the process (SIGSEGV, librdkafka issue 5040) when the broker
+        answers it NOT_COORDINATOR, as a just-started broker does while it loads __consumer_offsets;
+        eos's runtime reads offsets through a consumer instead (`eos._offsets`), but listing *every*
+        partition of a group needs the admin call, so the CLI first lets the coordinator settle."""
+        if group in self._ready:
+            return
+        settling = {
+            KafkaError.NOT_COORDINATOR,
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            KafkaError.COORDINATOR_NOT_AVAILABLE,
+        }
+        deadline = time.monotonic() + self.timeout
+        while True:
+            future = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group]
+            try:
+                future.result(timeout=self.timeout + 1)
+                break
+            except KafkaException as exc:
+                err = kafka_error_of(exc)
+                if err is None or err.code() not in settling or time.monotonic() > deadline:
+                    break  # not a settling coordinator: the call that follows reports what is wrong
+            except concurrent.futures.TimeoutError:
+                break
+            time.sleep(0.2)
+        self._ready.add(group)
+
     def committed(self, group: str) -> dict[TP, int]:
         """Every partition the group has a committed offset for (the last committed offset; pending
         transactional offsets are not included)."""
+        self._coordinator_ready(group)
         futures = self.admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
         )
@@ -104,6 +141,7 @@ class Broker:
         request = [KafkaTP(t, p) for t, p in sorted(set(tps))]
         if not request:
             return []
+        self._coordinator_ready(group)
         futures = self.admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group, request)], require_stable=True, request_timeout=self.timeout
         )
@@ -146,6 +184,25 @@ class Broker:
         missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
         for tp, future in futures.items():
             info = self._wait(future, f"listing the offsets of {tp.topic}/{tp.partition}", absent=missing)
+            out[(tp.topic, tp.partition)] = None if info is None else info.offset
+        return out
+
+    def offsets_for_time(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int | None]:
+        """Per partition, the first offset whose record timestamp is >= `timestamp_ms` (-1 where no
+        record is that late; None where the partition does not exist): ListOffsets by timestamp, read
+        committed, as kafka-consumer-groups --to-datetime."""
+        request = {KafkaTP(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in set(tps)}
+        if not request:
+            return {}
+        futures = self.admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
+        )
+        out: dict[TP, int | None] = {}
+        missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
+        for tp, future in futures.items():
+            info = self._wait(
+                future, f"looking up the offset at a time of {tp.topic}/{tp.partition}", absent=missing
+            )
             out[(tp.topic, tp.partition)] = None if info is None else info.offset
         return out
 
@@ -235,24 +292,25 @@ def _noise(line: str) -> bool:
     return not stripped or stripped.startswith(("SLF4J:", "WARNING:", "StatusLogger", "log4j:"))
 
 
-def transactions_command(config: Config, args: list[str], timeout: float) -> str:
+def transactions_command(
+    config: Config, args: list[str], timeout: float, java_settings: dict[str, str] | None = None
+) -> str:
     """Run `TransactionsCommand <args>`; returns its standard output. Failure: CliError with the
-    command's own message on one line."""
-    libs = kafka_libs()
-    if not any(libs.glob("kafka-tools-*.jar")):
-        raise CliError(
-            EXIT_ERROR,
-            f"Kafka's tools jars are not in {libs}:"
-            " run `make setup` (or point EOS_CACHE at a cache that has them)",
-        )
+    command's own message on one line. `java_settings` (--command-config) win over those derived
+    from `config`, as the file would for Kafka's own kafka-transactions.sh."""
     java = os.environ.get("JAVA", "java")
     if shutil.which(java) is None:
-        raise CliError(EXIT_ERROR, f"{java!r} not found: the transactions commands need Java 17")
+        raise CliError(
+            EXIT_ERROR,
+            f"{java!r} not found on PATH: `eos transactions` runs Kafka's own TransactionsCommand, which"
+            " needs Java 17 or later (install a JRE, or set JAVA to its java binary)",
+        )
+    libs = tools_classpath()
     with tempfile.TemporaryDirectory(prefix="eos-cli-") as tmp:
         props = Path(tmp) / "admin.properties"
         fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # may hold a password
         with os.fdopen(fd, "w", encoding="latin-1") as f:
-            f.write(_java_properties(admin_properties(config, timeout)))
+            f.write(_java_properties({**admin_properties(config, timeout), **(java_settings or {})}))
         argv = [
             java,
             "-XX:TieredStopAtLevel=1",  # a short-lived tool: start fast
@@ -293,9 +351,9 @@ def parse_tool_table(text: str) -> tuple[list[str], list[list[str]]]:
     return split[0], split[1:]
 
 
-def open_transactions(config: Config, app: str, timeout: float) -> list[tuple[str, str]]:
+def open_transactions(broker: Broker, app: str) -> list[tuple[str, str]]:
     """(transactional.id, state) of the app's open transactions (ids "<app>:...")."""
-    header, rows = parse_tool_table(transactions_command(config, ["list"], timeout))
+    header, rows = parse_tool_table(broker.transactions(["list"]))
     try:
         id_col, state_col = header.index("TransactionalId"), header.index("TransactionState")
     except ValueError:

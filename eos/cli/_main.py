@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from eos import _names
-from eos.cli import _state
+from eos.cli import _properties, _state
 from eos.cli._base import (
     EARLIEST,
     EXIT_ERROR,
@@ -25,7 +28,7 @@ from eos.cli._base import (
     lag,
     parse_offset_spec,
 )
-from eos.cli._broker import Broker, open_transactions, transactions_command
+from eos.cli._broker import Broker, open_transactions
 from eos.config import Config
 from eos.errors import ConfigError, EosError
 
@@ -68,6 +71,22 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _datetime_ms(text: str) -> int:
+    """Kafka's `--to-datetime` format to epoch milliseconds."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time like 2026-11-22T09:30:00.000 (optionally with Z or +01:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time, as kafka-consumer-groups takes it
+    return int(moment.timestamp() * 1000)
+
+
 def _offset_target(text: str):
     try:
         return parse_offset_spec(text)
@@ -80,10 +99,19 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool, environ: Ma
     # after the subcommand too without the subcommand's absence of them overriding the main parser's.
     group = parser.add_argument_group("connection")
     group.add_argument(
-        "--bootstrap-servers",
+        "--bootstrap-server",
+        "--bootstrap-servers",  # eos' first spelling, kept
+        dest="bootstrap_servers",
         metavar="HOST:PORT[,...]",
         default=environ.get("EOS_BOOTSTRAP_SERVERS") or DEFAULT_BOOTSTRAP if defaults else argparse.SUPPRESS,
         help=f"Kafka brokers (default: $EOS_BOOTSTRAP_SERVERS, else {DEFAULT_BOOTSTRAP})",
+    )
+    group.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=None if defaults else argparse.SUPPRESS,
+        help="client properties (Java names, as for Kafka's tools: security.protocol, sasl.mechanism,"
+        " sasl.jaas.config, ssl.truststore.location with ssl.truststore.type=PEM, ...) for every client",
     )
     group.add_argument(
         "--timeout",
@@ -134,10 +162,25 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     target.add_argument(
         "--shift", type=int, metavar="N", help="move each committed offset by N (may be negative)"
     )
+    target.add_argument(
+        "--to-datetime",
+        type=_datetime_ms,
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="the first offset whose record timestamp is at or after this time (the end of the log"
+        " where there is none); without a zone (Z, +01:00) it is this machine's local time, as in Kafka",
+    )
     reset.add_argument(
         "--topic", action="append", help="input topic (repeatable; default: every topic the group committed)"
     )
-    reset.add_argument("--dry-run", action="store_true", help="print old -> new and change nothing")
+    run = reset.add_mutually_exclusive_group()
+    run.add_argument(
+        "--execute",
+        action="store_true",
+        help="change the offsets (without it: a dry run, as kafka-consumer-groups)",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="print old -> new and change nothing (the default)"
+    )
     reset.add_argument("--json", action="store_true", help="JSON instead of a table")
     reset.add_argument("--state-dir", help="also refuse while a store of the app is locked here")
     reset.set_defaults(func=cmd_offsets_reset)
@@ -197,10 +240,12 @@ def build_config(
     timeout: float,
     state_dir: str | None = None,
     environ: Mapping[str, str] | None = None,
+    client_settings: Mapping[str, str] | None = None,
 ) -> Config:
     """The Config the CLI's clients are built from: the app id and brokers given, the shared client
     settings (EOS_KAFKA_*, EOS_ADMIN_*, EOS_CONSUMER_*: security) and EOS_STATE_DIR from the
-    environment, and nothing else of it (the CLI needs no guarantee, output topic, ...)."""
+    environment, and nothing else of it (the CLI needs no guarantee, output topic, ...).
+    `client_settings` (from --command-config) win over the environment's."""
     env = os.environ if environ is None else environ
     shared = {k: v for k, v in env.items() if k.startswith(_SHARED_ENV)}
     kwargs: dict[str, Any] = {
@@ -216,7 +261,10 @@ def build_config(
         kwargs["state_dir"] = state_dir
     elif env.get("EOS_STATE_DIR"):
         kwargs["state_dir"] = env["EOS_STATE_DIR"]
-    return Config.from_env(shared, **kwargs)
+    config = Config.from_env(shared, **kwargs)
+    if client_settings:
+        config = attrs.evolve(config, kafka={**config.kafka, **client_settings})
+    return config
 
 
 # -- output -----------------------------------------------------------------------------------------
@@ -299,7 +347,7 @@ def refuse_if_running(broker: Broker, config: Config, tps: Sequence[TP]) -> None
             f"refused: a process on this host holds the lock of store {s.store!r} of {s.topic}/{s.partition}"
             f" ({len(locked)} locked store(s)): the query is running; stop it first",
         )
-    txns = open_transactions(config, app, broker.timeout)
+    txns = open_transactions(broker, app)
     if txns:
         ids = ", ".join(f"{tid} ({state})" for tid, state in txns[:5])
         raise CliError(
@@ -331,10 +379,14 @@ def _targets(args, broker: Broker, committed: dict[TP, int]) -> tuple[list[TP], 
     for tp in tps:
         if low.get(tp) is None or end.get(tp) is None or stable.get(tp) is None:
             raise CliError(EXIT_ERROR, f"partition {tp[0]}/{tp[1]} does not exist")
+    at_time = broker.offsets_for_time(tps, args.to_datetime) if args.to_datetime is not None else {}
     new: dict[TP, int] = {}
     skipped: list[TP] = []
     for tp in tps:
-        if to == "earliest":
+        if args.to_datetime is not None:
+            found = at_time.get(tp)
+            new[tp] = stable[tp] if found is None or found < 0 else found  # none that late: the end
+        elif to == "earliest":
             new[tp] = low[tp]
         elif to == "latest":
             new[tp] = stable[tp]
@@ -367,13 +419,14 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     tps, new, skipped = _targets(args, broker, committed)
     refuse_if_running(broker, config, sorted(set(tps) | set(committed)))
     rows = [(t, p, committed.get((t, p)), new[(t, p)]) for t, p in tps if (t, p) in new]
-    if not args.dry_run and new:
+    dry_run = not args.execute
+    if not dry_run and new:
         broker.alter(app, new)
     if args.json:
         _print_json(
             {
                 "app": app,
-                "dry_run": args.dry_run,
+                "dry_run": dry_run,
                 "partitions": [{"topic": t, "partition": p, "old": o, "new": n} for t, p, o, n in rows],
                 "skipped": [
                     {"topic": t, "partition": p, "reason": "no committed offset"} for t, p in skipped
@@ -384,8 +437,8 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     print(_arrow_table(rows))
     for t, p in skipped:
         print(f"{t}/{p}: no committed offset to shift: left as it is")
-    if args.dry_run:
-        print(f"dry run: nothing changed ({len(rows)} partition(s) would be reset)")
+    if dry_run:
+        print(f"dry run: nothing changed ({len(rows)} partition(s) would be reset); add --execute to reset")
     else:
         print(f"reset {len(rows)} partition(s) of group {app!r}")
     return EXIT_OK
@@ -396,7 +449,7 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
 
 def cmd_transactions_list(args, config: Config, broker: Broker) -> int:
     broker.partitions()
-    out = transactions_command(config, ["list"], broker.timeout)
+    out = broker.transactions(["list"])
     if args.app:
         lines = out.splitlines()
         out = "\n".join(lines[:1] + [line for line in lines[1:] if line.startswith(f"{args.app}:")]) + "\n"
@@ -416,7 +469,7 @@ def cmd_transactions_find_hanging(args, config: Config, broker: Broker) -> int:
         tool += ["--partition", str(args.partition)]
     if args.max_transaction_timeout is not None:
         tool += ["--max-transaction-timeout", str(args.max_transaction_timeout)]
-    sys.stdout.write(transactions_command(config, tool, broker.timeout))
+    sys.stdout.write(broker.transactions(tool))
     return EXIT_OK
 
 
@@ -437,7 +490,7 @@ def cmd_transactions_abort(args, config: Config, broker: Broker) -> int:
         "--start-offset",
         str(args.start_offset),
     ]
-    sys.stdout.write(transactions_command(config, tool, broker.timeout))
+    sys.stdout.write(broker.transactions(tool))
     print(
         f"aborted the transaction that started at offset {args.start_offset} of {args.topic}/{args.partition}"
     )
@@ -453,7 +506,7 @@ def cmd_transactions_passthrough(args, config: Config, broker: Broker) -> int:
     tool = [name]
     for option in options:
         tool += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
-    sys.stdout.write(transactions_command(config, tool, broker.timeout))
+    sys.stdout.write(broker.transactions(tool))
     return EXIT_OK
 
 
@@ -548,13 +601,22 @@ def _error(message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # bad arguments: exit 2
     try:
+        java_settings = _properties.load(args.command_config) if args.command_config else {}
         config = build_config(
-            getattr(args, "app", None), args.bootstrap_servers, args.timeout, getattr(args, "state_dir", None)
+            getattr(args, "app", None),
+            args.bootstrap_servers,
+            args.timeout,
+            getattr(args, "state_dir", None),
+            client_settings=_properties.client_settings(
+                java_settings, f"--command-config {args.command_config}"
+            ),
         )
+    except CliError as exc:
+        return _error(str(exc), exc.code)
     except ConfigError as exc:
         return _error(str(exc), EXIT_USAGE)
     try:
-        return args.func(args, config, Broker(config, args.timeout))
+        return args.func(args, config, Broker(config, args.timeout, java_settings))
     except CliError as exc:
         return _error(str(exc), exc.code)
     except EosError as exc:

@@ -3,6 +3,7 @@ script would run it, and its effect checked on the broker or on disk."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import (
@@ -30,6 +32,7 @@ from eos._scope import PartitionScope
 from eos.cli import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, build_config
 from eos.cli._base import CliError
 from eos.cli._broker import Broker
+from eos.cli._tools import MAVEN_CENTRAL
 from eos.state._changelog import ensure_changelog
 from eos.state._partition import PartitionState
 
@@ -128,21 +131,31 @@ def test_offsets_reset_dry_run_then_earliest_json_and_shift(bootstrap, app):
     assert "dry run: nothing changed" in dry
     assert group_offsets(bootstrap, app_id) == before
 
-    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest"))
+    # without --execute a reset is a dry run, as kafka-consumer-groups --reset-offsets
+    plain = ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest"))
+    assert "dry run: nothing changed" in plain and "--execute" in plain
+    assert group_offsets(bootstrap, app_id) == before
+
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest", "--execute"))
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 0, (topic, 1): 0}
 
     spec = json.dumps({topic: {"1": 5}})
-    done = json.loads(ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", spec, "--json")))
+    done = json.loads(
+        ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", spec, "--json", "--execute"))
+    )
     assert done["partitions"] == [{"topic": topic, "partition": 1, "old": 0, "new": 5}]
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 0, (topic, 1): 5}
 
-    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--shift", "7"))  # 5 + 7 is clamped to the end
+    # 5 + 7 is clamped to the end
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--shift", "7", "--execute"))
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 7, (topic, 1): 10}
 
-    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "latest", "--topic", topic))
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "latest", "--topic", topic, "--execute"))
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 10, (topic, 1): 10}
 
-    outside = cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", json.dumps({topic: {"0": 99}}))
+    outside = cli(
+        bootstrap, "offsets", "reset", "--app", app_id, "--to", json.dumps({topic: {"0": 99}}), "--execute"
+    )
     assert outside.returncode == EXIT_ERROR and "outside its log" in one_line_error(outside)
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 10, (topic, 1): 10}
 
@@ -163,7 +176,7 @@ def test_offsets_reset_refused_while_a_consumer_is_a_member_of_the_group(bootstr
         while not member.assignment() and time.monotonic() < deadline:
             member.poll(0.2)
         assert member.assignment(), "the consumer never joined the group"
-        for args in (["--to", "earliest"], ["--to", "earliest", "--dry-run"]):
+        for args in (["--to", "earliest", "--execute"], ["--to", "earliest"]):
             refused = cli(bootstrap, "offsets", "reset", "--app", app_id, *args)
             assert refused.returncode == EXIT_REFUSED, refused.stderr
             assert "live member" in one_line_error(refused)
@@ -195,14 +208,14 @@ def test_offsets_reset_refused_while_a_transaction_is_open(bootstrap, app, how):
                 [TopicPartition(topic, 0, 9)], group.consumer_group_metadata(), 30
             )
             group.close()
-        refused = cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest")
+        refused = cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest", "--execute")
         assert refused.returncode == EXIT_REFUSED, refused.stderr
         assert "open transaction" in one_line_error(refused)
         assert group_offsets(bootstrap, app_id) == {(topic, p): o for p, o in COMMITTED.items()}
     finally:
         producer.abort_transaction(30)
     # once the transaction has ended, the same reset goes through
-    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest"))
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to", "earliest", "--execute"))
     assert group_offsets(bootstrap, app_id) == {(topic, 0): 0, (topic, 1): 0}
 
 
@@ -408,7 +421,7 @@ def test_unknown_app_exits_3(bootstrap, names, tmp_path):
     app_id = names("cli-nobody")
     for args in (
         ["offsets", "show", "--app", app_id],
-        ["offsets", "reset", "--app", app_id, "--to", "earliest"],
+        ["offsets", "reset", "--app", app_id, "--to", "earliest", "--execute"],
         ["state", "show", "--app", app_id, "--state-dir", str(tmp_path)],
         ["state", "wipe", "--app", app_id, "--topic", "t", "--partition", "0", "--state-dir", str(tmp_path)],
     ):
@@ -421,7 +434,7 @@ def test_unreachable_broker_exits_4_within_the_timeout(tmp_path):
     nowhere = f"127.0.0.1:{free_port()}"
     for args in (
         ["offsets", "show", "--app", "any-app"],
-        ["offsets", "reset", "--app", "any-app", "--to", "earliest"],
+        ["offsets", "reset", "--app", "any-app", "--to", "earliest", "--execute"],
         ["transactions", "list"],
         ["state", "show", "--app", "any-app", "--state-dir", str(tmp_path)],
     ):
@@ -453,3 +466,85 @@ def test_security_settings_from_the_environment_reach_the_cli_clients(broker, ap
     # no credentials at all: the SASL listener never answers a plaintext client
     plain = cli(sasl, "offsets", "show", "--app", app_id, "--timeout", "2")
     assert plain.returncode == EXIT_UNREACHABLE, plain.stderr
+
+
+def test_command_config_file_as_for_kafkas_tools_reaches_both_clients(broker, app, tmp_path):
+    """A kafka-consumer-groups style --command-config (Java names, the JAAS line) works for eos's own
+    clients (translated for librdkafka) and for Kafka's Java tool (passed on as written)."""
+    local = broker.require_local()
+    app_id, topic = app
+    password = SASL_USERS["admin"]
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "# as for kafka-consumer-groups.sh --command-config\n"
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        f'    username="admin" password="{password}";\n'
+    )
+    sasl = local.sasl_bootstrap_servers
+    shown = ok(cli(sasl, "offsets", "show", "--app", app_id, "--json", "--command-config", str(config)))
+    assert [p["committed"] for p in json.loads(shown)["partitions"]] == [4, 7]
+    listed = cli(sasl, "--command-config", str(config), "transactions", "list", "--app", app_id)
+    assert f"{app_id}:{topic}:0" in ok(listed)
+    assert password not in shown + listed.stdout + listed.stderr
+
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(config.read_text().replace(password, "not-the-password"))
+    refused = cli(sasl, "offsets", "show", "--app", app_id, "--command-config", str(wrong))
+    assert refused.returncode == EXIT_ERROR and "refused the credentials" in one_line_error(refused)
+    assert "not-the-password" not in refused.stderr
+
+
+def test_offsets_reset_to_datetime(bootstrap, names):
+    """The first offset at or after the time, per partition; past every record: the end of the log."""
+    app_id, topic = names("cli-time"), names("cli-time-in")
+    testing.create_topic(bootstrap, topic, 1)
+    base = 1_700_000_000_000  # record timestamps base, base + 1 s, ..., base + 9 s
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i, partition=0, timestamp=base + i * 1000)
+    producer.flush(30)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": app_id, "enable.auto.commit": False})
+    group.commit(offsets=[TopicPartition(topic, 0, 9)], asynchronous=False)
+    group.close()
+
+    def at(ms: int) -> str:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+    dry = ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to-datetime", at(base + 4_500)))
+    assert [topic, "0", "9", "->", "5"] in [line.split() for line in dry.splitlines()]
+    assert group_offsets(bootstrap, app_id) == {(topic, 0): 9}
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to-datetime", at(base + 4_500), "--execute"))
+    assert group_offsets(bootstrap, app_id) == {(topic, 0): 5}
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to-datetime", at(base - 60_000), "--execute"))
+    assert group_offsets(bootstrap, app_id) == {(topic, 0): 0}
+    ok(cli(bootstrap, "offsets", "reset", "--app", app_id, "--to-datetime", at(base + 60_000), "--execute"))
+    assert group_offsets(bootstrap, app_id) == {(topic, 0): 10}
+
+
+def _maven_central_answers() -> bool:
+    try:
+        with urllib.request.urlopen(
+            f"{MAVEN_CENTRAL}/org/apache/kafka/kafka-tools/maven-metadata.xml", timeout=10
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def test_transactions_from_a_pip_install_fetch_kafkas_tools_jars_on_first_use(bootstrap, app, tmp_path):
+    """With no jars of `make setup` (EOS_CACHE elsewhere), `eos transactions` downloads the tools jars it
+    needs from Maven Central, checked against their SHA-1, once."""
+    if not _maven_central_answers():
+        pytest.skip(f"{MAVEN_CENTRAL} does not answer from this machine")
+    app_id, topic = app
+    env = {"EOS_CACHE": str(tmp_path / "cache")}
+    first = cli(bootstrap, "transactions", "list", "--app", app_id, env=env)
+    assert f"{app_id}:{topic}:0" in ok(first)
+    assert "fetching Kafka" in first.stderr and "kafka-tools-" in first.stderr
+    jars = sorted(p.name for p in (tmp_path / "cache" / "kafka-tools").glob("*/*.jar"))
+    assert len(jars) == 9 and any(j.startswith("kafka-clients-") for j in jars), jars
+    again = cli(bootstrap, "transactions", "list", "--app", app_id, env=env)
+    assert f"{app_id}:{topic}:0" in ok(again) and "fetching" not in again.stderr

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from eos._localbroker import LocalBroker, free_port
+from eos.cli import EXIT_UNKNOWN_APP
 
 # The child reads committed offsets of new groups, as a driver computing startingOffsets (unstable
 # read) and a task before its first transaction (stable read) do.
@@ -46,3 +47,21 @@ def test_offsets_read_first_against_a_fresh_broker_do_not_crash(tmp_path):
         broker.down()
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert done.stdout.strip().endswith("read 10"), done.stdout
+
+
+def test_the_cli_first_against_a_fresh_broker_does_not_crash(tmp_path):
+    """`eos offsets show` lists every partition of the group, which only the admin call can: the CLI
+    lets the coordinator settle first (unknown app: exit 3, not a SIGSEGV)."""
+    broker = LocalBroker(tmp_path / "kafka", port=free_port(), controller_port=free_port())
+    broker.up()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "eos.cli", "--bootstrap-server", broker.bootstrap_servers]
+            + ["offsets", "show", "--app", "fresh-cli"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        broker.down()
+    assert done.returncode == EXIT_UNKNOWN_APP, f"exit {done.returncode}\n{done.stderr[-4000:]}"

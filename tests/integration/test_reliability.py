@@ -68,12 +68,8 @@ def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped
 
     # The operator puts the offset back where eos was: `eos offsets reset` stamps what it writes.
     target = json.dumps({source: {"0": 1_000}})
-    assert (
-        cli.main(
-            ["--bootstrap-servers", bootstrap, "offsets", "reset", "--app", config.app_id, "--to", target]
-        )
-        == 0
-    )
+    reset = ["offsets", "reset", "--app", config.app_id, "--to", target, "--execute"]
+    assert cli.main(["--bootstrap-server", bootstrap, *reset]) == 0
     run_query(spark, config, [source], tmp_path / "ckpt")
     for partition, values in more.items():
         sent[partition].extend(values)

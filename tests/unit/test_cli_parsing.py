@@ -56,7 +56,7 @@ def test_offsets_reset_takes_exactly_one_target(capsys):
     assert parse("offsets", "reset", "--app", "a", "--to", "LATEST").to == "latest"
     assert parse("offsets", "reset", "--app", "a", "--shift", "-5").shift == -5
     assert parse("offsets", "reset", "--app", "a", "--to", '{"t": {"0": 3}}').to == {"t": {0: 3}}
-    assert "one of the arguments --to --shift is required" in usage_error(
+    assert "one of the arguments --to --shift --to-datetime is required" in usage_error(
         capsys, "offsets", "reset", "--app", "a"
     )
     assert "not allowed with argument" in usage_error(

@@ -51,7 +51,7 @@ def test_a_foreign_offset_is_refused_naming_group_partition_and_offset():
     assert "group 'orders' has offset 3000 committed for input partition in/1" in message
     assert "without an eos stamp" in message
     assert "nothing of this partition was written or skipped" in message
-    assert "eos offsets reset --app orders --topic in --shift 0" in message
+    assert "eos offsets reset --app orders --topic in --shift 0 --execute" in message
     assert "accept_foreign_offsets" in message
 
 
