@@ -99,6 +99,20 @@ _JAAS_MODULES = {
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
 }
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
+# Java key and trust stores: the type librdkafka reads, and what to do otherwise.
+_STORES = {
+    "truststore": (
+        "trust store",
+        "PEM",
+        "convert it to PEM and set ssl.truststore.type=PEM (or give ssl.ca.location)",
+    ),
+    "keystore": (
+        "key store",
+        "PKCS12",
+        "use a PKCS12 file (ssl.keystore.type=PKCS12) or PEM files"
+        " (ssl.certificate.location, ssl.key.location)",
+    ),
+}
 # Java-only settings librdkafka has no use for (the Java tool still gets them).
 _JAVA_ONLY = frozenset({"ssl.truststore.type", "ssl.truststore.password", "ssl.keystore.type"})
 
@@ -133,23 +147,16 @@ def client_settings(props: dict[str, str], source: str) -> dict[str, str]:
                 out[f"sasl.{name}"] = re.sub(r"\\(.)", r"\1", options[name])
             continue
         out[key] = value
-    store_type = props.get("ssl.truststore.type", "JKS").upper()
-    if "ssl.truststore.location" in props:
-        if store_type != "PEM":
+    for store, (noun, readable, fix) in _STORES.items():
+        kind = props.get(f"ssl.{store}.type", "JKS").upper()
+        if f"ssl.{store}.location" in props and kind != readable:
             raise CliError(
                 EXIT_USAGE,
-                f"{source}: ssl.truststore.location is a {store_type} trust store, which librdkafka cannot"
-                " read: convert it to PEM and set ssl.truststore.type=PEM (or give ssl.ca.location)",
+                f"{source}: ssl.{store}.location is a {kind} {noun}, which librdkafka cannot read: {fix}",
             )
+    if "ssl.truststore.location" in props:
         out["ssl.ca.location"] = props["ssl.truststore.location"]
     if "ssl.keystore.location" in props:
-        key_type = props.get("ssl.keystore.type", "JKS").upper()
-        if key_type != "PKCS12":
-            raise CliError(
-                EXIT_USAGE,
-                f"{source}: ssl.keystore.location is a {key_type} key store; librdkafka reads PKCS12"
-                " (set ssl.keystore.type=PKCS12) or PEM files (ssl.certificate.location, ssl.key.location)",
-            )
         out["ssl.keystore.location"] = props["ssl.keystore.location"]
         if "ssl.keystore.password" in props:
             out["ssl.keystore.password"] = props["ssl.keystore.password"]
