@@ -1,0 +1,161 @@
+"""What Spark's real-time mode (4.1+, `trigger(realTime=...)`) takes as a Python sink, on the real
+Spark and broker: the evidence behind docs/design.md "Real-time mode". A Python `ForeachWriter` is
+accepted and sees one task per input partition per epoch, open(partition, epoch) ... close(None) at
+the epoch boundary; a Python data source (`format("eos")`) and `mapInArrow` (eos's data path) are
+refused by the mode's allowlists. Should Spark change any of that, this fails and says which.
+
+Skipped below Spark 4.1 (no real-time mode): `make matrix` runs it on the newest Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from eos import testing
+
+pytestmark = pytest.mark.skipif(
+    tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1),
+    reason=f"real-time mode needs Spark 4.1+ (PySpark {pyspark.__version__})",
+)
+
+RECORDS = 100
+
+if not pytestmark.args[0]:
+    from pyspark import cloudpickle
+
+    # The writer below goes to Python workers that cannot import this test module: ship it by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class EpochWriter:
+    """Writes what Spark calls, one file per task: the open, the rows' coordinates, the close."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def open(self, partition_id, epoch_id):
+        self.lines = [f"open {partition_id} {epoch_id}"]
+        self.name = f"p{partition_id}-e{epoch_id}-{os.getpid()}"
+        return True
+
+    def process(self, row):
+        self.lines.append(f"row {row.partition} {row.offset}")
+
+    def close(self, error):
+        self.lines.append(f"close {error is None}")
+        Path(self.folder, self.name).write_text("\n".join(self.lines))
+
+
+def _kafka(spark, bootstrap: str, topic: str):
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
+def _wait(query, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and query.exception() is None:
+        if len(query.recentProgress) >= 3:
+            return
+        time.sleep(0.5)
+
+
+def test_a_python_foreach_writer_is_a_real_time_sink_with_one_task_per_partition_and_epoch(
+    spark, bootstrap, names, tmp_path
+):
+    topic = names("rtm-in")
+    testing.create_topic(bootstrap, topic, 2)
+    testing.produce_sequence(bootstrap, topic, 2, RECORDS)
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    query = (
+        _kafka(spark, bootstrap, topic)
+        .writeStream.foreach(EpochWriter(str(seen)))
+        .trigger(realTime="5 seconds")
+        .outputMode("update")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+        _wait(query, 90)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    tasks = [path.read_text().splitlines() for path in sorted(seen.iterdir())]
+    opened = {tuple(int(x) for x in lines[0].split()[1:]) for lines in tasks}
+    assert {(0, 0), (1, 0)} <= opened, opened  # epoch 0: one task per input partition
+    for lines in tasks:
+        partition, epoch = (int(x) for x in lines[0].split()[1:])
+        assert lines[-1] == "close True", lines[-3:]
+        offsets = [int(line.split()[2]) for line in lines[1:-1]]
+        assert {int(line.split()[1]) for line in lines[1:-1]} <= {partition}  # rows of its partition only
+        assert offsets == sorted(offsets)
+        if epoch == 0:
+            assert offsets == list(range(RECORDS)), (partition, offsets[:5], len(offsets))
+
+
+@pytest.mark.parametrize("shape", ["python_data_source", "map_in_arrow"])
+def test_real_time_mode_refuses_a_python_data_source_and_map_in_arrow(
+    spark, bootstrap, names, tmp_path, shape
+):
+    from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+    topic = names("rtm-refused")
+    testing.create_topic(bootstrap, topic, 1)
+    testing.produce_sequence(bootstrap, topic, 1, 10)
+    source = _kafka(spark, bootstrap, topic)
+
+    class Writer(DataSourceStreamWriter):
+        def write(self, iterator):
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId):
+            pass
+
+        def abort(self, messages, batchId):
+            pass
+
+    class Probe(DataSource):
+        @classmethod
+        def name(cls):
+            return "rtm_probe"
+
+        def streamWriter(self, schema, overwrite):
+            return Writer()
+
+    if shape == "python_data_source":
+        spark.dataSource.register(Probe)
+        writer, expected = source.writeStream.format("rtm_probe"), "PythonTable is not in the sink allowlist"
+    else:
+        writer = source.mapInArrow(lambda batches: batches, source.schema).writeStream.foreach(
+            EpochWriter(str(tmp_path))
+        )
+        expected = "MapInArrowExec is not in the operator allowlist"
+    try:
+        query = (
+            writer.trigger(realTime="5 seconds")
+            .outputMode("update")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start()
+        )
+    except Exception as exc:  # noqa: BLE001 - refused at start (the data source) ...
+        message = str(exc)
+    else:
+        try:  # ... or when the first batch is planned (mapInArrow)
+            query.awaitTermination(90)
+            message = str(query.exception())
+        except Exception as exc:  # noqa: BLE001 - awaitTermination raises the query's failure
+            message = str(exc)
+        finally:
+            query.stop()
+    assert "OPERATOR_OR_SINK_NOT_IN_ALLOWLIST" in message and expected in message, message[:500]
