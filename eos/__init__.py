@@ -1,6 +1,7 @@
 """eos: exactly-once Kafka output for Spark Structured Streaming.
 
 df.writeStream.foreachBatch(eos.sink(config)).start()
+df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.app.id", ...).start()
 """
 
 from eos._task import Commit
@@ -29,7 +30,7 @@ from eos.errors import (
     TransactionTimeoutError,
 )
 from eos.records import Output
-from eos.session import read_stream, spark_session, starting_offsets
+from eos.session import read_stream, register, spark_session, starting_offsets
 from eos.sink import BatchSummary, Sink, sink
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
@@ -72,6 +73,7 @@ __all__ = [
     "TransactionAbortableError",
     "TransactionTimeoutError",
     "read_stream",
+    "register",
     "sink",
     "spark_session",
     "starting_offsets",

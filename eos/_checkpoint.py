@@ -87,11 +87,7 @@ class Checkpoint:
         if self.config.exactly_once:
             # 7c. The input offset joins the transaction.
             self.producer.send_offsets(
-                [
-                    TopicPartition(
-                        self.scope.topic, self.scope.partition, next_offset, _offsets.stamp(self.config)
-                    )
-                ],
+                [TopicPartition(self.scope.topic, self.scope.partition, next_offset, self._stamp())],
                 _offsets.group_metadata(self.config),
                 self.log,
             )
@@ -100,12 +96,17 @@ class Checkpoint:
             self.producer.commit_transaction(self.log)
         else:
             # 7d. at_least_once: the offset is committed after the outputs are acknowledged.
-            _offsets.commit(self.config, self.scope.topic, self.scope.partition, next_offset, self.log)
+            _offsets.commit(
+                self.config, self.scope.topic, self.scope.partition, next_offset, self.log, self._stamp()
+            )
         _crash.point("after_commit")  # F4
         # 7e. Local stores and checkpoint files.
         if self.state is not None:
             self.state.on_commit(self.producer)
         return time.monotonic() - t0
+
+    def _stamp(self) -> str:
+        return _offsets.stamp(self.config, self.scope.batch_id, self.scope.task, self.scope.query)
 
     def abort(self) -> None:
         if self.config.exactly_once and self.producer.in_transaction:

@@ -2,11 +2,12 @@
 the group metadata that `send_offsets_to_transaction` needs (exactly_once).
 
 Every offset eos commits carries a stamp in its commit metadata: `eos/1;app=<app_id>;out=<output>`, or
-`eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. eos skips every input
-row below the committed offset, so an offset committed by anything else (a consumer that reuses the
-group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with the same
-app_id writing elsewhere) would silently drop rows: `committed()` refuses it with ForeignOffsetError
-unless `accept_foreign_offsets` is set.
+`eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. The `format("eos")` data
+source adds `;query=<query id>;batch=<batch id>;task=<Spark partition>` (`eos._input` reads them). eos
+skips every input row below the committed offset, so an offset committed by anything else (a consumer
+that reuses the group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with
+the same app_id writing elsewhere) would silently drop rows: `committed()` refuses it with
+ForeignOffsetError unless `accept_foreign_offsets` is set.
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ STAMP_VERSION = "eos/1"
 CLI_STAMP_SOURCE = "cli"
 
 
-def stamp(config: Config) -> str:
-    """The commit metadata of every offset this app commits."""
+def stamp(
+    config: Config, batch_id: int | None = None, task: int | None = None, query: str | None = None
+) -> str:
+    """The commit metadata of every offset this app commits (with the query, batch and Spark task that
+    wrote it where a task is given)."""
     out = config.output_topic if config.output_topic is not None else f"column:{config.output_topic_column}"
-    return f"{STAMP_VERSION};app={config.app_id};out={out}"
+    own = f"{STAMP_VERSION};app={config.app_id};out={out}"
+    return own if task is None else f"{own};query={query};batch={batch_id};task={task}"
 
 
 def cli_stamp(app_id: str) -> str:
@@ -35,7 +40,8 @@ def cli_stamp(app_id: str) -> str:
     return f"{STAMP_VERSION};app={app_id};by={CLI_STAMP_SOURCE}"
 
 
-def _fields(metadata: str | None) -> dict[str, str] | None:
+def fields(metadata: str | None) -> dict[str, str] | None:
+    """The fields of an eos stamp, or None where the metadata is not one."""
     if not metadata or not metadata.startswith(STAMP_VERSION + ";"):
         return None
     return dict(part.partition("=")[::2] for part in metadata.split(";")[1:] if "=" in part)
@@ -43,10 +49,11 @@ def _fields(metadata: str | None) -> dict[str, str] | None:
 
 def is_own(config: Config, metadata: str | None) -> bool:
     """Whether offset metadata says this app (same app_id and output, or its operator) committed it."""
-    fields = _fields(metadata)
-    if fields is None or fields.get("app") != config.app_id:
+    found = fields(metadata)
+    if found is None or found.get("app") != config.app_id:
         return False
-    return fields.get("by") == CLI_STAMP_SOURCE or metadata == stamp(config)
+    own = fields(stamp(config))
+    return found.get("by") == CLI_STAMP_SOURCE or found.get("out") == own.get("out")
 
 
 @attrs.frozen
@@ -77,11 +84,11 @@ def check_stamps(
 
 
 def _foreign_message(config: Config, topic: str, partition: int, entry: Committed) -> str:
-    fields = _fields(entry.metadata)
-    if fields is None:
+    found = fields(entry.metadata)
+    if found is None:
         who = f"without an eos stamp (metadata {entry.metadata!r}): not committed by eos"
-    elif fields.get("app") != config.app_id:
-        who = f"by eos app {fields.get('app')!r} (metadata {entry.metadata!r})"
+    elif found.get("app") != config.app_id:
+        who = f"by eos app {found.get('app')!r} (metadata {entry.metadata!r})"
     else:
         who = f"by eos for another output (metadata {entry.metadata!r}; this query's is {stamp(config)!r})"
     return (
@@ -140,12 +147,16 @@ def committed_entries(
     )
 
 
-def commit(config: Config, topic: str, partition: int, next_offset: int, log=None) -> None:
-    """Synchronously commit `next_offset` for the group (the at_least_once path)."""
+def commit(
+    config: Config, topic: str, partition: int, next_offset: int, log=None, metadata: str | None = None
+) -> None:
+    """Synchronously commit `next_offset` for the group (the at_least_once path), stamped `metadata`
+    (default: `stamp(config)`)."""
     consumer = _clients.group_consumer(config)
     _kafka.call(
         lambda: consumer.commit(
-            offsets=[TopicPartition(topic, partition, next_offset, stamp(config))], asynchronous=False
+            offsets=[TopicPartition(topic, partition, next_offset, metadata or stamp(config))],
+            asynchronous=False,
         ),
         what=f"committing offset {topic}/{partition}@{next_offset} for group {config.app_id!r}",
         timeout_s=config.operation_timeout_ms / 1000,

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos import _arrow, _crash, _offsets, _rows, _worker
+from eos import _arrow, _crash, _input, _offsets, _rows, _worker
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
@@ -120,6 +120,13 @@ class Job:
     process_batch: ProcessBatch | None = None
     stores: dict[str, StoreSpec] = attrs.field(factory=dict)
     on_commit: OnCommit | None = None
+    #: whether a task checks that no input before its first row of a partition reached another task
+    #: (`format("eos")`, which cannot regroup; see `eos._input`)
+    check_input: bool = False
+    #: the Spark partition this task writes (`format("eos")`), stamped on the offsets it commits
+    task: int | None = None
+    #: the streaming query's id, which `batch_id` belongs to (`format("eos")`)
+    query: str | None = None
 
 
 class PartitionTask:
@@ -127,7 +134,9 @@ class PartitionTask:
 
     def __init__(self, job: Job, topic: str, partition: int) -> None:
         self.job = job
-        self.scope = scope = PartitionScope.of(job.config, topic, partition, job.batch_id)
+        self.scope = scope = PartitionScope.of(
+            job.config, topic, partition, job.batch_id, job.task, job.query
+        )
         self.config = job.config
         self.layout = job.layout
         self.topic = topic
@@ -148,8 +157,19 @@ class PartitionTask:
         started = time.monotonic()
         try:
             self._start_incarnation(reuse=True)  # steps 1-4
+            runs = iter(runs)
+            first = next(runs, None)
+            if first is not None and self.job.check_input:
+                _input.require_contiguous(
+                    self.config,
+                    self.topic,
+                    self.partition,
+                    self.committed,
+                    _arrow.first_offset(first, self.layout),
+                    self.job.batch_id,
+                )
             _crash.point("before_produce")  # F1
-            for run in runs:
+            for run in itertools.chain([first] if first is not None else [], runs):
                 self.stats.records_in += run.num_rows
                 run = self._skip(run)  # step 5: rows already written open no transaction
                 position = 0
@@ -197,8 +217,11 @@ class PartitionTask:
             self.producer, self.reused = producers.OutputProducer(self.config, tid), False
         if self.config.exactly_once and not self.producer.initialized:
             self.producer.init_transactions(self.log, known_topic=self.topic)  # step 2
-        offsets = _offsets.committed(self.config, [(self.topic, self.partition)], self.log)  # step 3
-        self.committed = offsets.get((self.topic, self.partition))
+        tp = (self.topic, self.partition)
+        entries = _offsets.committed_entries(self.config, [tp], self.log)  # step 3
+        self.committed = _offsets.check_stamps(self.config, entries).get(tp)
+        if self.job.check_input:
+            _input.require_unshared(self.scope, entries.get(tp))
         self.stats.committed_before = self.committed
         if self.job.stores:  # step 4
             if self.state is None:

@@ -266,6 +266,11 @@ _DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}
 _DOTTED["application.id"] = "app_id"
 
 
+def dotted_field(key: str) -> str | None:
+    """The Config field a Kafka-style dotted key (`processing.guarantee`, `app.id`) sets, if any."""
+    return _DOTTED.get(key)
+
+
 def _rebuild(kwargs: dict[str, Any]) -> Config:
     return Config(**kwargs)
 

@@ -49,6 +49,7 @@ class EosError(Exception):
 class ConfigError(EosError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.reason = message
         super().__init__(f"invalid config {field!r}: {message}")
 
 

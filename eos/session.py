@@ -1,4 +1,5 @@
-"""Spark entry points: a local session with the Kafka connector, and the read_committed Kafka source."""
+"""Spark entry points: a local session with the Kafka connector, the read_committed Kafka source, and
+the `format("eos")` data source (`register`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from eos._cache import connector_package, spark_jars_dir
 from eos._clients import spark_source_options
 from eos._localbroker import free_port
 from eos._log import get_logger
+from eos._task import OnCommit, Process, ProcessBatch
 from eos.config import SPARK_REDACTION_REGEX, Config
+from eos.state import StoreSpec
 
 #: `local[*]` with up to 4 attempts per task, as a cluster has by default (plain `local[*]` has 1).
 DEFAULT_MASTER = "local[*, 4]"
@@ -50,7 +53,7 @@ def spark_session(
         builder = SparkSession.builder.remote(remote)
         for key, value in (conf or {}).items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()
+        return _with_data_source(builder.getOrCreate())
 
     settings = {
         "spark.app.name": app_name,
@@ -80,7 +83,20 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
+    return _with_data_source(spark)
+
+
+def _with_data_source(spark):
+    """`spark` with `format("eos")` registered, where its PySpark has Python data sources (4.0+)."""
+    if _has_data_sources():
+        register(spark)
     return spark
+
+
+def _has_data_sources() -> bool:
+    import pyspark
+
+    return int(pyspark.__version__.split(".")[0]) >= 4
 
 
 def _local_connect(master: str, settings: dict[str, str]):
@@ -127,7 +143,7 @@ def _local_connect(master: str, settings: dict[str, str]):
                 os.environ["SPARK_REMOTE"] = remote_env
         classic.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
     port = SparkContext._active_spark_context.getConf().get("spark.connect.grpc.binding.port")
-    return ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
+    return _with_data_source(ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate())
 
 
 def starting_offsets(config: Config, topics: Sequence[str]) -> str:
@@ -172,3 +188,36 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
     for key, value in all_options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def register(
+    spark,
+    name: str = "eos",
+    process: Process | None = None,
+    stores: Mapping[str, StoreSpec | str] | None = None,
+    on_commit: OnCommit | None = None,
+    *,
+    process_batch: ProcessBatch | None = None,
+) -> str:
+    """Register the `format("eos")` data source with `spark` (classic or Spark Connect; PySpark 4.0+);
+    returns its name. `eos.spark_session()` registers the pass-through one as "eos".
+
+    A sink with functions registers under a name of its own, the functions travelling with it:
+    `eos.register(spark, "eos-counts", count, stores={"counts": "json"})`, then
+    `df.writeStream.format("eos-counts")`. The arguments are `eos.sink`'s; settings are options
+    (README, "format(\"eos\")").
+    """
+    import pyspark
+
+    if not _has_data_sources():
+        raise RuntimeError(
+            f'format("eos") is a Python data source, which needs PySpark 4.0 or later (installed:'
+            f" {pyspark.__version__}); on Spark 3.5 use foreachBatch(eos.sink(config))"
+        )
+    from eos._datasource import Functions, source_class
+    from eos.sink import store_specs
+
+    specs = store_specs(process, process_batch, stores)
+    functions = Functions(process=process, process_batch=process_batch, stores=specs, on_commit=on_commit)
+    spark.dataSource.register(source_class(name, functions))
+    return name

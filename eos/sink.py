@@ -100,14 +100,7 @@ class Sink:
         self.process_batch = process_batch
         self.on_commit = on_commit
         self.on_batch = on_batch
-        self.stores = {
-            name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
-            for name, spec in (stores or {}).items()
-        }
-        if process is not None and process_batch is not None:
-            raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
-        if self.stores and process is None and process_batch is None:
-            raise ValueError("state stores are used by a process function: pass process= or process_batch=")
+        self.stores = store_specs(process, process_batch, stores)
         self.history_size = history_size
         self._cluster_checked = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
@@ -135,8 +128,9 @@ class Sink:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.monotonic()
-        layout, columns = self._layout(batch_df)  # 1
-        self._check_topics()  # 2
+        has_process = self.process is not None or self.process_batch is not None
+        layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
+        check_output_topic(self.config)  # 2
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
@@ -165,57 +159,6 @@ class Sink:
         if self.on_batch is not None:
             self.on_batch(summary)
 
-    def _layout(self, df) -> tuple[Layout, list[str]]:
-        """Check the batch's columns; return the names the tasks read and the columns they receive."""
-        types = dict(df.dtypes)
-        config = self.config
-
-        def check(name: str, allowed: tuple[str, ...], why: str) -> str:
-            if name not in types:
-                raise BatchSchemaError(
-                    f"batch has no {name!r} column ({why}); columns are {df.columns}. Nothing was written."
-                )
-            if types[name] not in allowed:
-                raise BatchSchemaError(
-                    f"column {name!r} has type {types[name]}, expected {' or '.join(allowed)}."
-                    " Nothing was written."
-                )
-            return name
-
-        why = "the input coordinate from the Kafka source; keep it in the batch"
-        for name, allowed in _INPUT.items():
-            check(name, allowed, why)
-        out_topic, out_partition = config.output_topic_column, config.output_partition_column
-        if out_topic is not None:
-            check(out_topic, ("string",), "named by output_topic_column")
-        if out_partition is not None:
-            check(out_partition, ("int",), "named by output_partition_column")
-        if self.process is not None or self.process_batch is not None:
-            # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
-            return Layout(out_topic=out_topic, out_partition=out_partition), list(df.columns)
-
-        check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
-        columns = [*_INPUT, "value"]
-        for name, allowed in (("key", _BYTES), ("headers", (_HEADERS,))):
-            if name in types:
-                columns.append(check(name, allowed, ""))
-        for name in (out_topic, out_partition):
-            if name is not None and name not in columns:
-                columns.append(name)
-        layout = Layout(
-            value="value",
-            key="key" if "key" in columns else None,
-            headers="headers" if "headers" in columns else None,
-            out_topic=out_topic,
-            out_partition=out_partition,
-        )
-        return layout, columns
-
-    def _check_topics(self) -> None:
-        _offsets.require_topics(
-            self.config, [self.config.output_topic] if self.config.output_topic else [], "output"
-        )
-
     def _summarize(
         self, batch_id: int, stats: list[dict[str, Any]], seconds: float, regrouped: bool = True
     ) -> BatchSummary:
@@ -239,6 +182,76 @@ class Sink:
             per_partition=tuple(stats),
             regrouped=regrouped,
         )
+
+
+def store_specs(
+    process: Process | None, process_batch: ProcessBatch | None, stores: Mapping[str, StoreSpec | str] | None
+) -> dict[str, StoreSpec]:
+    """The stores a sink's functions use, each as a StoreSpec (a value serde name stands for one)."""
+    if process is not None and process_batch is not None:
+        raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
+    specs = {
+        name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
+        for name, spec in (stores or {}).items()
+    }
+    if specs and process is None and process_batch is None:
+        raise ValueError("state stores are used by a process function: pass process= or process_batch=")
+    return specs
+
+
+def batch_layout(
+    config: Config, dtypes: list[tuple[str, str]], has_process: bool
+) -> tuple[Layout, list[str]]:
+    """D1: check a batch's columns (`DataFrame.dtypes`); return the names the tasks read and the columns
+    they receive. Shared by `Sink` and the `format("eos")` data source."""
+    types = dict(dtypes)
+    names = [name for name, _ in dtypes]
+
+    def check(name: str, allowed: tuple[str, ...], why: str) -> str:
+        if name not in types:
+            raise BatchSchemaError(
+                f"batch has no {name!r} column ({why}); columns are {names}. Nothing was written."
+            )
+        if types[name] not in allowed:
+            raise BatchSchemaError(
+                f"column {name!r} has type {types[name]}, expected {' or '.join(allowed)}."
+                " Nothing was written."
+            )
+        return name
+
+    why = "the input coordinate from the Kafka source; keep it in the batch"
+    for name, allowed in _INPUT.items():
+        check(name, allowed, why)
+    out_topic, out_partition = config.output_topic_column, config.output_partition_column
+    if out_topic is not None:
+        check(out_topic, ("string",), "named by output_topic_column")
+    if out_partition is not None:
+        check(out_partition, ("int",), "named by output_partition_column")
+    if has_process:
+        # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
+        return Layout(out_topic=out_topic, out_partition=out_partition), names
+
+    check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
+    columns = [*_INPUT, "value"]
+    for name, allowed in (("key", _BYTES), ("headers", (_HEADERS,))):
+        if name in types:
+            columns.append(check(name, allowed, ""))
+    for name in (out_topic, out_partition):
+        if name is not None and name not in columns:
+            columns.append(name)
+    layout = Layout(
+        value="value",
+        key="key" if "key" in columns else None,
+        headers="headers" if "headers" in columns else None,
+        out_topic=out_topic,
+        out_partition=out_partition,
+    )
+    return layout, columns
+
+
+def check_output_topic(config: Config) -> None:
+    """D2: a broker answers and the configured output topic exists."""
+    _offsets.require_topics(config, [config.output_topic] if config.output_topic else [], "output")
 
 
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).

@@ -3,15 +3,19 @@
     python examples/pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
+                                [--format-eos]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
 at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
 emits a running count per key with `process` (one row at a time), `--stateful-batch` the same with
 `process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
-Connect. Each batch's summary is appended to --summaries as one JSON line (through `on_batch`, which
-also works where the sink runs on a Connect server). `make demo` and the integration tests run this
-file as their driver process, so they can SIGKILL it; the tests, `make bench` and the chaos pipeline
-import its `count_per_key` and `count_per_key_batch`.
+Connect. `--format-eos` writes with `df.writeStream.format("eos")` instead of
+`foreachBatch(eos.sink(...))`: the same protocol, its settings as options, its per-batch record the
+ledger beside the checkpoint (`eos ledger show`) instead of --summaries. Each batch's summary is appended
+to --summaries as one JSON line (through `on_batch`, which also works where the sink runs on a Connect
+server). `make demo` and the integration tests run this file as their driver process, so they can
+SIGKILL it; the tests, `make bench` and the chaos pipeline import its `count_per_key` and
+`count_per_key_batch`.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ def main() -> None:
     parser.add_argument("--stateful", action="store_true", help="emit a running count per key")
     parser.add_argument("--stateful-batch", action="store_true", help="the same count with process_batch")
     parser.add_argument("--remote", help="Spark Connect: 'local' starts a server here, or sc://host:port")
+    parser.add_argument("--format-eos", action="store_true", help='write with writeStream.format("eos")')
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -96,23 +101,35 @@ def main() -> None:
         options["minPartitions"] = args.min_partitions
     df = eos.read_stream(spark, config, [args.input], **options)
     stores = {"counts": "json"}
-    hooks = {
-        "on_batch": partial(append_summary, args.summaries) if args.summaries else None,
-        "on_commit": partial(append_commit, args.commits) if args.commits else None,
-    }
-    if args.stateful:
-        sink = eos.sink(config, count_per_key, stores=stores, **hooks)
-    elif args.stateful_batch:
-        sink = eos.sink(config, process_batch=count_per_key_batch, stores=stores, **hooks)
+    process = count_per_key if args.stateful else None
+    process_batch = count_per_key_batch if args.stateful_batch else None
+    if args.stateful or args.stateful_batch:
+        kwargs = {"process": process, "process_batch": process_batch, "stores": stores}
     else:
-        sink = eos.sink(config, **hooks)
+        kwargs = {}
+    on_commit = partial(append_commit, args.commits) if args.commits else None
+    if args.format_eos:
+        name = "eos"
+        if kwargs or on_commit:  # functions travel with a data source name of their own
+            name = eos.register(spark, f"eos-{args.app_id}", on_commit=on_commit, **kwargs)
+        writer = df.writeStream.format(name)
+        options = {
+            "kafka.bootstrap.servers": config.bootstrap_servers,
+            "topic": config.output_topic,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": config.processing_guarantee,
+            "eos.commit.every": config.commit_every,
+            "eos.state.dir": config.state_dir,
+            **{f"kafka.{key}": value for key, value in config.kafka.items()},
+        }
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+    else:
+        on_batch = partial(append_summary, args.summaries) if args.summaries else None
+        sink = eos.sink(config, on_commit=on_commit, on_batch=on_batch, **kwargs)
+        writer = df.writeStream.foreachBatch(sink)
 
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = writer.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     spark.stop()
 

@@ -1,4 +1,4 @@
-"""eos.sink.Sink._layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
+"""eos.sink.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import eos
 from eos._arrow import Layout
-from eos.sink import Sink
+from eos.sink import Sink, batch_layout
 
 HEADERS = "array<struct<key:string,value:binary>>"
 KAFKA_SOURCE = [
@@ -25,7 +25,7 @@ KAFKA_SOURCE = [
 
 
 class FakeDF:
-    """What `_layout` reads from a DataFrame: `.columns` and `.dtypes` as Spark returns them."""
+    """What `batch_layout` reads from a DataFrame: `.columns` and `.dtypes` as Spark returns them."""
 
     def __init__(self, dtypes: list[tuple[str, str]]) -> None:
         self.dtypes = list(dtypes)
@@ -42,7 +42,7 @@ def config(**kw) -> eos.Config:
 
 
 def layout(batch: FakeDF, process=None, process_batch=None, **kw):
-    return Sink(config(**kw), process, process_batch=process_batch)._layout(batch)
+    return batch_layout(config(**kw), batch.dtypes, process is not None or process_batch is not None)
 
 
 def test_kafka_source_batch_selects_the_output_columns():
@@ -98,7 +98,7 @@ def test_schema_error_is_raised_before_the_broker_or_spark_is_touched(monkeypatc
     def touched(*args, **kwargs):
         pytest.fail("the sink went on after a schema error")
 
-    monkeypatch.setattr(Sink, "_check_topics", touched)
+    monkeypatch.setattr(sys.modules["eos.sink"], "check_output_topic", touched)
     batch = df(drop=("value",))
     batch.select = batch.repartition = touched
     sink = eos.sink(config())

@@ -15,7 +15,7 @@ from eos import _producer as producers
 from eos._arrow import Layout
 from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
 from eos.records import Output
-from eos.sink import Sink
+from eos.sink import Sink, batch_layout
 
 IN = "in"
 LAYOUT = Layout(value="value")
@@ -163,11 +163,18 @@ def kafka(monkeypatch) -> FakeKafka:
     monkeypatch.setattr(producers, "OutputProducer", k.producer)
     monkeypatch.setattr(producers, "release", k.released.append)
     monkeypatch.setattr(producers, "discard", k.discarded.append)
-    monkeypatch.setattr(
-        _offsets, "committed", lambda config, tps, log=None: {tp: k.offsets.get(tp) for tp in tps}
-    )
 
-    def commit(config, topic, partition, next_offset, log=None):
+    def committed_entries(config, tps, log=None):
+        return {
+            tp: None
+            if k.offsets.get(tp) is None
+            else _offsets.Committed(k.offsets[tp], _offsets.stamp(config))
+            for tp in tps
+        }
+
+    monkeypatch.setattr(_offsets, "committed_entries", committed_entries)
+
+    def commit(config, topic, partition, next_offset, log=None, metadata=None):
         k.events.append(("offset_commit", next_offset))
         k.offsets[(topic, partition)] = next_offset
         k.offset_commits.append(next_offset)
@@ -336,7 +343,7 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
         return row.payload
 
     cfg = config(output_topic=None, output_topic_column="dest")
-    layout, columns = Sink(cfg, process)._layout(Batch())
+    layout, columns = batch_layout(cfg, Batch().dtypes, True)
     assert columns == batch.schema.names
     PartitionTask(Job(cfg, 7, layout, process), IN, 0).run([batch])
     assert kafka.outputs == [(f"dest-{o % 2}", f"p{o}", o) for o in range(4)]

@@ -1,0 +1,272 @@
+"""`df.writeStream.format("eos")`: the sink as a Spark Python data source (PySpark 4.0+).
+
+Per micro-batch Spark calls, in this order:
+    S1. `EosDataSource.streamWriter` on the driver (in a Python worker of the driver, or of the Spark
+        Connect server): the options become a Config (`settings_of`), the batch's columns are checked
+        (D1) and the output topic (D2). An error here fails the batch before any task starts.
+    S2. `_Writer.write` in every task, on its Spark partition's Arrow record batches: the executor side
+        of the foreachBatch sink (`eos._task.run_partition`, steps 1-8), each input partition first
+        checked for input that reached another task (`eos._input`): a data source cannot regroup rows.
+        Returns each written input partition's figures as the task's commit message.
+    S3. `_Writer.commit(messages, batch_id)` on the driver, once every task succeeded: refuses a batch
+        in which two tasks wrote one input partition, logs the batch, and appends it to the ledger
+        beside the Spark checkpoint (`eos._ledger`). `abort` records what the tasks that did succeed
+        committed.
+
+Spark's Kafka options are taken as Spark's Kafka sink takes them (`kafka.bootstrap.servers`, `topic`,
+`kafka.*` for every client eos creates); eos' own settings by their dotted keys under `eos.`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import attrs
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+from eos import _cluster, _ledger
+from eos._arrow import Layout
+from eos._log import get_logger
+from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition
+from eos.config import Config, dotted_field
+from eos.errors import ConfigError, InputOrderError
+from eos.sink import batch_layout, check_output_topic
+from eos.state import StoreSpec
+
+try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+    _WRITER_BASES: tuple[type, ...] = (DataSourceStreamArrowWriter,)
+except ImportError:  # PySpark 4.0 hands Arrow batches to any writer that is a DataSourceArrowWriter
+    from pyspark.sql.datasource import DataSourceArrowWriter
+
+    _WRITER_BASES = (DataSourceStreamWriter, DataSourceArrowWriter)
+
+#: Options of the data source itself (not Config fields), with their defaults.
+_OWN_OPTIONS = {
+    # the query drops input rows before the sink: no look for input another task holds (`eos._input`)
+    "eos.input.filtered": "false",
+    # where the ledger is kept (default: <checkpointLocation>/eos-ledger), and how many batches
+    "eos.ledger.dir": None,
+    "eos.ledger.retain": str(_ledger.RETAIN),
+}
+_GROUPS = ("producer.", "consumer.", "admin.")
+#: Spark's batch id of the micro-batch a task belongs to (a local property Spark sets per batch).
+_BATCH_ID = "streaming.sql.batchId"
+_QUERY_ID = "sql.streaming.queryId"
+
+
+@attrs.frozen
+class Functions:
+    """What `eos.register` attaches to a data source name: the sink's functions and stores."""
+
+    process: Process | None = None
+    process_batch: ProcessBatch | None = None
+    stores: dict[str, StoreSpec] = attrs.field(factory=dict)
+    on_commit: OnCommit | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.process is not None or self.process_batch is not None
+
+
+@attrs.frozen
+class Settings:
+    config: Config
+    check_input: bool
+    ledger: str | None
+    retain: int
+
+
+def _option_name(field: str) -> str:
+    """The option that sets Config field `field` (for errors)."""
+    named = {"bootstrap_servers": "kafka.bootstrap.servers", "output_topic": "topic"}
+    if field in named:
+        return named[field]
+    head, _, rest = field.partition(".")
+    if head == "kafka":
+        return field
+    if head in ("producer", "consumer", "admin"):
+        return f"eos.{head}.{rest}"
+    return "eos." + field.replace("_", ".")
+
+
+def _boolean(key: str, value: str) -> bool:
+    word = str(value).strip().lower()
+    if word not in ("true", "false"):
+        raise ConfigError(key, f"{value!r} is not true or false")
+    return word == "true"
+
+
+def settings_of(options: Mapping[str, str]) -> Settings:
+    """The Config and the data source's own settings from its options; an unknown `eos.*` key, a bad
+    value or a missing setting raises ConfigError naming the option."""
+    properties: dict[str, str] = {}
+    clients: dict[str, str] = {}
+    own = dict(_OWN_OPTIONS)
+    checkpoint = None
+    for key, value in options.items():
+        key = key.lower()
+        if key == "kafka.bootstrap.servers":
+            properties["bootstrap.servers"] = value
+        elif key == "topic":
+            properties["output.topic"] = value
+        elif key.startswith("kafka."):
+            clients[key[len("kafka.") :]] = value
+        elif key in own:
+            own[key] = value
+        elif key.startswith("eos."):
+            name = key[len("eos.") :]
+            if dotted_field(name) is None and not name.startswith(_GROUPS):
+                raise ConfigError(
+                    key,
+                    "is not an eos option (eos.app.id, eos.processing.guarantee, eos.commit.every, ...,"
+                    " eos.producer.*, eos.consumer.*, eos.admin.*, eos.input.filtered, eos.ledger.dir,"
+                    " eos.ledger.retain; Kafka client settings go under kafka.*)",
+                )
+            properties[name] = value
+        elif key == "checkpointlocation":
+            checkpoint = value
+        # any other option is Spark's (path, queryName, ...), as Spark's Kafka sink ignores them
+    if "bootstrap.servers" not in properties:
+        raise ConfigError("kafka.bootstrap.servers", "must be set (the brokers eos writes to)")
+    if "app.id" not in properties and "application.id" not in properties:
+        raise ConfigError("eos.app.id", "must be set (the consumer group and transactional.id prefix)")
+    try:
+        config = Config.from_properties(properties, kafka=clients)
+    except ConfigError as exc:
+        raise ConfigError(_option_name(exc.field), exc.reason) from None
+    try:
+        retain = int(own["eos.ledger.retain"])
+    except ValueError:
+        retain = 0
+    if retain < 1:
+        raise ConfigError("eos.ledger.retain", f"{own['eos.ledger.retain']!r} is not a positive integer")
+    ledger = own["eos.ledger.dir"] or (_ledger.location_of(checkpoint) if checkpoint else None)
+    return Settings(
+        config=config,
+        check_input=not _boolean("eos.input.filtered", own["eos.input.filtered"]),
+        ledger=ledger,
+        retain=retain,
+    )
+
+
+class EosCommit(WriterCommitMessage):
+    """A task's commit message: the figures of each input partition it wrote (`PartitionStats`)."""
+
+    def __init__(self, task: int, attempt: int, partitions: list[dict[str, Any]]) -> None:
+        self.task = task
+        self.attempt = attempt
+        self.partitions = partitions
+
+
+class EosDataSource(DataSource):
+    """`format("eos")`. `eos.register` registers a subclass that carries its name and functions."""
+
+    short_name: ClassVar[str] = "eos"
+    functions: ClassVar[Functions] = Functions()
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.short_name
+
+    def streamWriter(self, schema, overwrite: bool) -> _Writer:  # noqa: N802 - Spark's name
+        settings = settings_of(self.options)  # S1
+        dtypes = [(field.name, field.dataType.simpleString()) for field in schema.fields]
+        layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
+        check_output_topic(settings.config)
+        if settings.config.exactly_once:
+            _cluster.check_transaction_timeout(settings.config)
+        return _Writer(settings, layout, self.functions)
+
+    def writer(self, schema, overwrite: bool):
+        raise ConfigError(
+            "format",
+            '"eos" writes streams only (df.writeStream.format("eos")): it commits input offsets,'
+            " which a batch write has none of",
+        )
+
+
+def source_class(name: str, functions: Functions) -> type[EosDataSource]:
+    """A data source class named `name` whose sink runs `functions` (pickled with it to Spark)."""
+    return type(f"EosDataSource_{name}", (EosDataSource,), {"short_name": name, "functions": functions})
+
+
+class _Writer(*_WRITER_BASES):
+    def __init__(self, settings: Settings, layout: Layout, functions: Functions) -> None:
+        self.settings = settings
+        self.layout = layout
+        self.functions = functions
+
+    def write(self, iterator: Iterator[Any]) -> EosCommit:  # S2, on an executor
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        batch_id = int(context.getLocalProperty(_BATCH_ID) or -1)
+        job = Job(
+            config=self.settings.config,
+            batch_id=batch_id,
+            layout=self.layout,
+            process=self.functions.process,
+            process_batch=self.functions.process_batch,
+            stores=self.functions.stores,
+            on_commit=self.functions.on_commit,
+            check_input=self.settings.check_input,
+            task=context.partitionId(),
+            query=context.getLocalProperty(_QUERY_ID),
+        )
+        partitions = [row for stats in run_partition(job, iterator) for row in stats.to_pylist()]
+        return EosCommit(context.partitionId(), context.attemptNumber(), partitions)
+
+    def commit(self, messages: list[EosCommit | None], batch_id: int) -> None:  # S3, on the driver
+        self._record(messages, batch_id, "committed")
+        seen: dict[tuple[str, int], int] = {}
+        for message in messages:
+            for stats in message.partitions if message else ():
+                tp = (stats["topic"], stats["partition"])
+                if tp in seen and seen[tp] != message.task:
+                    raise InputOrderError(
+                        f"batch {batch_id}: tasks {seen[tp]} and {message.task} both wrote input partition"
+                        f" {tp[0]}/{tp[1]}: the Kafka source split it (minPartitions, maxRecordsPerPartition)"
+                        " or the query moved its rows (repartition, union, ...). Drop those, or write such a"
+                        " stream with foreachBatch(eos.sink(...)), which regroups it. The ledger has what"
+                        " each task committed.",
+                        topic=tp[0],
+                        partition=tp[1],
+                        offset=stats["first_offset"] if stats["first_offset"] is not None else -1,
+                    )
+                seen[tp] = message.task
+
+    def abort(self, messages: list[EosCommit | None], batch_id: int) -> None:
+        self._record(messages, batch_id, "failed")
+
+    def _record(self, messages: list[EosCommit | None], batch_id: int, outcome: str) -> None:
+        config = self.settings.config
+        partitions = [
+            {"task": m.task, "attempt": m.attempt, **stats} for m in messages if m for stats in m.partitions
+        ]
+        log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee, batch_id=batch_id)
+        log.info(
+            f"batch {outcome}",
+            partitions=len(partitions),
+            tasks_failed=sum(1 for m in messages if m is None),
+            records_in=sum(p["records_in"] for p in partitions),
+            records_out=sum(p["records_out"] for p in partitions),
+            skipped=sum(p["skipped"] for p in partitions),
+            transactions=sum(p["transactions"] for p in partitions),
+        )
+        if self.settings.ledger is None:
+            return
+        attempt = {
+            "outcome": outcome,
+            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "app_id": config.app_id,
+            "guarantee": config.processing_guarantee,
+            "driver_pid": os.getpid(),
+            "tasks_failed": sum(1 for m in messages if m is None),
+            "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
+        }
+        _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)

@@ -1,0 +1,89 @@
+"""The ledger of `format("eos")`: per micro-batch, which input partitions committed which offsets under
+which transactional id, kept beside the Spark checkpoint (`<checkpointLocation>/eos-ledger/`).
+
+Written by the data source's `commit(messages, batch_id)` on the driver, once every task of the batch
+has succeeded: one JSON file per batch, `<batch_id>.json`, holding a list of attempts. A batch that
+Spark runs again (after a driver crash) appends an attempt; its partitions show what the re-run found
+committed and skipped. Files are written whole and moved into place, through `pyarrow.fs`, so the
+location may be any URI pyarrow writes (a local path, `file://`, `s3://`, `gs://`, `hdfs://`).
+The ledger keeps the last `retain` batches: writing batch N deletes batch N - retain.
+
+Read by `eos ledger show` (`read_batches`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+LEDGER_DIR = "eos-ledger"
+#: Batches a ledger keeps by default (Spark keeps 100 batches of its own checkpoint metadata).
+RETAIN = 10_000
+
+
+def _filesystem(location: str):
+    from pyarrow import fs
+
+    if "://" not in location:
+        location = os.path.abspath(location)
+    return fs.FileSystem.from_uri(location)
+
+
+def location_of(checkpoint_location: str) -> str:
+    """The ledger directory of a Spark checkpoint location."""
+    return checkpoint_location.rstrip("/") + "/" + LEDGER_DIR
+
+
+def _read(filesystem, path: str) -> dict[str, Any] | None:
+    from pyarrow import fs
+
+    if filesystem.get_file_info(path).type != fs.FileType.File:
+        return None
+    with filesystem.open_input_stream(path) as f:
+        return json.loads(f.read().decode())
+
+
+def append(location: str, batch_id: int, attempt: dict[str, Any], retain: int = RETAIN) -> None:
+    """Add `attempt` to batch `batch_id`'s file, and drop the file `retain` batches older."""
+    filesystem, root = _filesystem(location)
+    filesystem.create_dir(root, recursive=True)
+    path = f"{root}/{batch_id}.json"
+    entry = _read(filesystem, path) or {"batch_id": batch_id, "attempts": []}
+    entry["attempts"].append(attempt)
+    temporary = f"{root}/.{batch_id}.{uuid.uuid4().hex}.tmp"
+    with filesystem.open_output_stream(temporary) as f:
+        f.write(json.dumps(entry, sort_keys=True).encode())
+    filesystem.move(temporary, path)
+    old = f"{root}/{batch_id - retain}.json"
+    if batch_id >= retain:
+        try:
+            filesystem.delete_file(old)
+        except (FileNotFoundError, OSError):
+            pass
+
+
+def batch_ids(location: str) -> list[int]:
+    """The batches a ledger holds, in order."""
+    from pyarrow import fs
+
+    filesystem, root = _filesystem(location)
+    if filesystem.get_file_info(root).type != fs.FileType.Directory:
+        raise FileNotFoundError(f"no eos ledger at {location}")
+    ids = []
+    for info in filesystem.get_file_info(fs.FileSelector(root)):
+        stem, dot, suffix = info.base_name.partition(".")
+        if dot and suffix == "json" and stem.isdigit():
+            ids.append(int(stem))
+    return sorted(ids)
+
+
+def read_batches(location: str, ids: list[int]) -> Iterator[dict[str, Any]]:
+    """The ledger entries of `ids`, one at a time (a ledger may hold thousands)."""
+    filesystem, root = _filesystem(location)
+    for batch_id in ids:
+        entry = _read(filesystem, f"{root}/{batch_id}.json")
+        if entry is not None:
+            yield entry
