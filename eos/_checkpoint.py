@@ -106,7 +106,7 @@ class Checkpoint:
         return time.monotonic() - t0
 
     def _stamp(self) -> str:
-        return _offsets.stamp(self.config, self.scope.batch_id, self.scope.task, self.scope.query)
+        return _offsets.stamp(self.config, self.scope.query, self.scope.batch_id, self.scope.first)
 
     def abort(self) -> None:
         if self.config.exactly_once and self.producer.in_transaction:

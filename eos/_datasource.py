@@ -215,7 +215,6 @@ class _Writer(*_WRITER_BASES):
             stores=self.functions.stores,
             on_commit=self.functions.on_commit,
             check_input=self.settings.check_input,
-            task=context.partitionId(),
             query=context.getLocalProperty(_QUERY_ID),
         )
         partitions = [row for stats in run_partition(job, iterator) for row in stats.to_pylist()]

@@ -7,8 +7,10 @@ moved its rows, two tasks would write one partition in one batch under one trans
 holding a later piece that committed first would move the committed offset past the earlier piece,
 whose rows would then be skipped as already written: lost.
 
-So every offset such a task commits is stamped with its query, batch and Spark task, and a task that
-finds its partition's offset committed by another task of the same batch raises `InputOrderError`
+So every offset such a task commits is stamped with its query, its batch and its first row's offset
+(which a retried task or a re-run batch has again; Spark's partition numbers change when a restarted
+driver plans the batch again), and a task that finds its partition's offset committed by another task of
+the same batch raises `InputOrderError`
 instead of skipping the rows below it (they were not that task's: a shuffle interleaved them, or the
 source split the partition); the batch fails, and its ledger shows what each task committed. And before
 its first transaction such a task looks at the input between the committed offset and its own first row.
@@ -103,12 +105,13 @@ def require_unshared(scope: PartitionScope, entry: _offsets.Committed | None) ->
         not stamp
         or stamp.get("query") != str(scope.query)
         or stamp.get("batch") != str(scope.batch_id)
-        or stamp.get("task") in (None, str(scope.task))
+        or stamp.get("from") in (None, str(scope.first))
     ):
-        return
+        return  # not this batch's, or this very run's (a task retried, a batch run again)
     raise InputOrderError(
-        f"input partition {scope.where}: Spark task {stamp['task']} of batch {scope.batch_id} committed"
-        f" offset {entry.offset} for it, and this task ({scope.task}) holds rows of it too: the Kafka"
+        f"input partition {scope.where}: the task whose rows of batch {scope.batch_id} begin at offset"
+        f" {stamp['from']} committed offset {entry.offset} for it, and this task's begin at {scope.first}:"
+        " two tasks hold rows of it: the Kafka"
         " source split the partition (minPartitions, maxRecordsPerPartition) or the query moved its rows"
         " (repartition, union, ...). Write such a stream with foreachBatch(eos.sink(...)), which"
         " regroups it. This task wrote nothing; its rows below that offset, if any, were not written (the"

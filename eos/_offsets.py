@@ -3,7 +3,7 @@ the group metadata that `send_offsets_to_transaction` needs (exactly_once).
 
 Every offset eos commits carries a stamp in its commit metadata: `eos/1;app=<app_id>;out=<output>`, or
 `eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. The `format("eos")` data
-source adds `;query=<query id>;batch=<batch id>;task=<Spark partition>` (`eos._input` reads them). eos
+source adds `;query=<query id>;batch=<batch id>;from=<task's first row>` (`eos._input` reads them). eos
 skips every input row below the committed offset, so an offset committed by anything else (a consumer
 that reuses the group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with
 the same app_id writing elsewhere) would silently drop rows: `committed()` refuses it with
@@ -26,13 +26,13 @@ CLI_STAMP_SOURCE = "cli"
 
 
 def stamp(
-    config: Config, batch_id: int | None = None, task: int | None = None, query: str | None = None
+    config: Config, query: str | None = None, batch_id: int | None = None, first: int | None = None
 ) -> str:
-    """The commit metadata of every offset this app commits (with the query, batch and Spark task that
-    wrote it where a task is given)."""
+    """The commit metadata of every offset this app commits (with the query, the batch and the offset of
+    the committing task's first row of the partition, where `first` is given)."""
     out = config.output_topic if config.output_topic is not None else f"column:{config.output_topic_column}"
     own = f"{STAMP_VERSION};app={config.app_id};out={out}"
-    return own if task is None else f"{own};query={query};batch={batch_id};task={task}"
+    return own if first is None else f"{own};query={query};batch={batch_id};from={first}"
 
 
 def cli_stamp(app_id: str) -> str:

@@ -19,11 +19,11 @@ class PartitionScope:
     batch_id: int
     transactional_id: str | None
     log: object = attrs.field(eq=False, repr=False)
-    #: the Spark partition (task) writing this input partition, where that must be one task per batch
-    #: and the sink cannot make it so (`format("eos")`): stamped on the committed offsets
-    task: int | None = None
-    #: the streaming query's id (kept in its checkpoint), which the batch id belongs to
+    #: the streaming query's id (kept in its checkpoint), which the batch id belongs to, and the offset of
+    #: the task's first row of this input partition: where one task per input partition and batch is not
+    #: the sink's to make (`format("eos")`), both are stamped on the committed offsets (`eos._input`)
     query: str | None = None
+    first: int | None = None
 
     @classmethod
     def of(
@@ -32,14 +32,13 @@ class PartitionScope:
         topic: str,
         partition: int,
         batch_id: int,
-        task: int | None = None,
         query: str | None = None,
     ) -> PartitionScope:
         tid = config.transactional_id(topic, partition) if config.exactly_once else None
         log = get_logger(
             app_id=config.app_id, topic=topic, partition=partition, transactional_id=tid, batch_id=batch_id
         )
-        return cls(config, topic, partition, batch_id, tid, log, task, query)
+        return cls(config, topic, partition, batch_id, tid, log, query)
 
     @property
     def where(self) -> str:

@@ -123,8 +123,6 @@ class Job:
     #: whether a task checks that no input before its first row of a partition reached another task
     #: (`format("eos")`, which cannot regroup; see `eos._input`)
     check_input: bool = False
-    #: the Spark partition this task writes (`format("eos")`), stamped on the offsets it commits
-    task: int | None = None
     #: the streaming query's id, which `batch_id` belongs to (`format("eos")`)
     query: str | None = None
 
@@ -134,9 +132,7 @@ class PartitionTask:
 
     def __init__(self, job: Job, topic: str, partition: int) -> None:
         self.job = job
-        self.scope = scope = PartitionScope.of(
-            job.config, topic, partition, job.batch_id, job.task, job.query
-        )
+        self.scope = scope = PartitionScope.of(job.config, topic, partition, job.batch_id, job.query)
         self.config = job.config
         self.layout = job.layout
         self.topic = topic
@@ -156,16 +152,18 @@ class PartitionTask:
     def run(self, runs: Iterable[pa.RecordBatch]) -> PartitionStats:
         started = time.monotonic()
         try:
-            self._start_incarnation(reuse=True)  # steps 1-4
             runs = iter(runs)
             first = next(runs, None)
+            if first is not None and self.job.check_input:
+                self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
+            self._start_incarnation(reuse=True)  # steps 1-4
             if first is not None and self.job.check_input:
                 _input.require_contiguous(
                     self.config,
                     self.topic,
                     self.partition,
                     self.committed,
-                    _arrow.first_offset(first, self.layout),
+                    self.scope.first,
                     self.job.batch_id,
                 )
             _crash.point("before_produce")  # F1

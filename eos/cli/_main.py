@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from eos import _names
+from eos import _ledger, _names
 from eos.cli import _properties, _state
 from eos.cli._base import (
     EARLIEST,
@@ -126,7 +126,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     env = os.environ if environ is None else environ
     parser = _Parser(
         prog="eos",
-        description="Operate an eos application: group offsets, Kafka transactions, local state stores.",
+        description="Operate an eos application: group offsets, Kafka transactions, local state stores,"
+        ' the ledger of a format("eos") query.',
         epilog="exit codes: 0 ok, 1 error, 2 bad arguments, 3 unknown app, 4 broker unreachable,"
         " 5 refused (the query is running)",
     )
@@ -231,6 +232,26 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     wipe.add_argument("--store", help="only this store (default: every store of the partition)")
     wipe.add_argument("--state-dir", help="default: $EOS_STATE_DIR, else eos' default")
     wipe.set_defaults(func=cmd_state_wipe)
+
+    # ledger
+    ledger = commands.add_parser("ledger", help='the per-batch ledger of a format("eos") query')
+    ledger_cmd = ledger.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    lshow = leaf(
+        ledger_cmd, "show", "per batch: the input partitions committed, their offsets and transactional ids"
+    )
+    where = lshow.add_mutually_exclusive_group(required=True)
+    where.add_argument("--checkpoint-location", help="the query's checkpointLocation (its ledger is inside)")
+    where.add_argument("--ledger-dir", help="the ledger's directory, where the query set eos.ledger.dir")
+    lshow.add_argument(
+        "--batch", type=_non_negative_int, action="append", help="only this batch (repeatable)"
+    )
+    lshow.add_argument(
+        "--last", type=_non_negative_int, default=20, help="the last N batches (default 20; 0 for all)"
+    )
+    lshow.add_argument("--topic", help="only this input topic")
+    lshow.add_argument("--partition", type=_non_negative_int, help="only this input partition")
+    lshow.add_argument("--json", action="store_true", help="JSON lines (one per batch) instead of a table")
+    lshow.set_defaults(func=cmd_ledger_show)
     return parser
 
 
@@ -587,6 +608,63 @@ def cmd_state_wipe(args, config: Config, broker: Broker) -> int:
             f"wiped store {name!r} of {args.topic}/{args.partition}: checkpoint and local database deleted;"
             f" the next run restores it from {_names.changelog_topic(config.app_id, args.topic, name)}"
         )
+    return EXIT_OK
+
+
+# -- ledger ---------------------------------------------------------------------------------------
+
+
+def cmd_ledger_show(args, config: Config, broker: Broker) -> int:
+    location = args.ledger_dir or _ledger.location_of(args.checkpoint_location)
+    try:
+        ids = _ledger.batch_ids(location)
+    except FileNotFoundError:
+        raise CliError(
+            EXIT_ERROR, f'no eos ledger at {location} (written by format("eos") queries)'
+        ) from None
+    if args.batch:
+        ids = [i for i in ids if i in set(args.batch)]
+    elif args.last:
+        ids = ids[-args.last :]
+
+    def wanted(p: dict[str, Any]) -> bool:
+        return (args.topic is None or p["topic"] == args.topic) and (
+            args.partition is None or p["partition"] == args.partition
+        )
+
+    rows = []
+    for entry in _ledger.read_batches(location, ids):
+        for attempt in entry["attempts"]:
+            attempt["partitions"] = [p for p in attempt["partitions"] if wanted(p)]
+        if args.json:
+            print(json.dumps(entry, sort_keys=True))
+            continue
+        for number, attempt in enumerate(entry["attempts"], 1):
+            for p in attempt["partitions"]:
+                offsets = "-" if p["first_offset"] is None else f"{p['first_offset']}-{p['last_offset']}"
+                after = p["committed_before"] if p["last_offset"] is None else p["last_offset"] + 1
+                rows.append(
+                    (
+                        entry["batch_id"],
+                        number,
+                        attempt["outcome"],
+                        p["topic"],
+                        p["partition"],
+                        p["transactional_id"] or "-",
+                        offsets,
+                        p["committed_before"],
+                        after,
+                        p["records_in"],
+                        p["skipped"],
+                        p["records_out"],
+                        p["transactions"],
+                        p["task"],
+                    )
+                )
+    if not args.json:
+        headers = ["BATCH", "ATTEMPT", "OUTCOME", "TOPIC", "PARTITION", "TRANSACTIONAL_ID", "WRITTEN"]
+        headers += ["FROM", "TO", "IN", "SKIPPED", "OUT", "TXNS", "TASK"]
+        print(format_table(headers, rows))
     return EXIT_OK
 
 

@@ -1,0 +1,221 @@
+"""`df.writeStream.format("eos")`: the same guarantee as `foreachBatch(eos.sink(...))` through Spark's
+Python data source API, its ledger, its bad options, and the input partitions it cannot regroup."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+from conftest import finish, seed, start_pipeline
+from partition_task_app import SCHEMA
+
+import eos
+from eos import _offsets, testing
+from eos._arrow import Layout
+from eos._task import Job, PartitionTask
+
+pytestmark = pytest.mark.skipif(
+    int(__import__("pyspark").__version__.split(".")[0]) < 4, reason="Python data sources need PySpark 4.0+"
+)
+PARTITIONS = 4
+
+
+def ledger(checkpoint) -> list[dict]:
+    """Every batch of the query's ledger, as `eos ledger show --json` prints it."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eos.cli",
+            "ledger",
+            "show",
+            "--checkpoint-location",
+            str(checkpoint),
+            "--last",
+            "0",
+        ]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _lines(path) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+@pytest.mark.parametrize("api", ["classic", "connect"])
+def test_driver_sigkilled_twice_running_counts_stay_exactly_once(bootstrap, names, tmp_path, api):
+    """The stateful running count through format("eos"); the driver's process group is SIGKILLed twice
+    right after a transaction of a batch committed while others were being written, and a Python
+    worker SIGKILLs itself between produce and offsets once. Every restart re-runs the batch: the ledger
+    shows what it found committed and skipped, and the output is the input's, once, in order."""
+    source, output, sent = seed(bootstrap, names, 1_500)
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
+    once.mkdir()
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_STATE_DIR": str(tmp_path / "state"),
+        "EOS_CRASH_AT": "after_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+    }
+    flags = {
+        "format_eos": True,
+        "stateful": True,
+        "max_offsets": 2_000,
+        "commit_every": 100,
+        "commits": commits,
+    }
+    if api == "connect":
+        flags["remote"] = "local"
+    rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
+    kills = 0
+    for _ in range(2):
+        before = _lines(commits)
+        proc = start_pipeline(
+            bootstrap, app_id, source, output, checkpoint, tmp_path / "s.jsonl", env=env, **flags
+        )
+        wanted = before + rng.randint(1, 12)
+        deadline = time.monotonic() + 180
+        while _lines(commits) < wanted and proc.running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if proc.kill():  # driver, its JVM and its Python workers
+            kills += 1
+    assert kills == 2
+    finish(
+        start_pipeline(bootstrap, app_id, source, output, checkpoint, tmp_path / "s.jsonl", env=env, **flags)
+    )
+
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    counts = testing.expected_running_counts(sent)
+    result = testing.compare(testing.flatten(sent), records, hanging, running_counts=counts)
+    batches = ledger(checkpoint)
+    attempts = [a for b in batches for a in b["attempts"]]
+    skipped = sum(p["skipped"] for a in attempts for p in a["partitions"])
+    print(
+        f"format(eos)/{api}: 2 driver kills, {len(batches)} batches in the ledger,"
+        f" skipped {skipped}: {result}"
+    )
+    assert result.exactly_once, result
+    assert result.state_mismatches == 0
+    assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
+    assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
+    # The ledger ends where the group's offsets are: every input partition's last committed offset.
+    last = {}
+    for batch in batches:
+        for attempt in batch["attempts"]:
+            assert attempt["outcome"] == "committed"
+            for p in attempt["partitions"]:
+                assert p["transactional_id"] == f"{app_id}:{source}:{p['partition']}"
+                if p["last_offset"] is not None:
+                    last[p["partition"]] = p["last_offset"] + 1
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
+    assert (
+        last
+        == {p: committed[(source, p)] for p in range(PARTITIONS)}
+        == dict.fromkeys(range(PARTITIONS), 1_500)
+    )
+
+
+def _query(spark, bootstrap, source, options, checkpoint, transform=None, **source_options):
+    config = eos.Config(bootstrap_servers=bootstrap, app_id="unused", output_topic="unused")
+    df = eos.read_stream(spark, config, [source], **source_options)
+    writer = (transform(df) if transform else df).writeStream.format("eos")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    with pytest.raises(Exception) as info:
+        query.awaitTermination()
+    return str(info.value)
+
+
+def test_bad_options_and_columns_fail_before_any_transaction(spark, bootstrap, names, tmp_path):
+    source, output, _ = seed(bootstrap, names, 50)
+    app_id = names("app")
+    good = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": app_id}
+    cases = [
+        ({**good, "eos.comit.every": "10"}, None, "'eos.comit.every'"),
+        ({k: v for k, v in good.items() if k != "topic"}, None, "'topic'"),
+        ({**good, "eos.processing.guarantee": "twice"}, None, "'eos.processing.guarantee'"),
+        (good, lambda df: df.drop("offset"), "no 'offset' column"),
+        (good, lambda df: df.drop("value"), "no 'value' column"),
+    ]
+    for i, (options, transform, named) in enumerate(cases):
+        message = _query(spark, bootstrap, source, options, tmp_path / f"ckpt-{i}", transform)
+        assert named in message, message
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    assert set(_offsets.committed(config, [(source, p) for p in range(PARTITIONS)]).values()) == {None}
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == []
+
+
+def test_a_split_input_partition_fails_the_batch_and_nothing_is_written_twice(
+    spark, bootstrap, names, tmp_path
+):
+    """minPartitions splits each input partition across two tasks: format("eos") cannot regroup, so the
+    batch fails naming the partition, and what the first pieces committed is a prefix of the input."""
+    source, output, sent = seed(bootstrap, names, 200)
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": names("app")}
+    options["eos.processing.guarantee"] = "exactly_once"
+    message = _query(spark, bootstrap, source, options, tmp_path / "ckpt", minPartitions=8)
+    assert "InputOrderError" in message and f"input partition {source}/" in message, message
+    assert "foreachBatch(eos.sink(...))" in message
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(testing.flatten(sent), records, hanging)
+    assert result.duplicated == 0 and result.out_of_order == 0 and result.unexpected == 0, result
+
+
+def _rows(topic, start, end):
+    return pa.RecordBatch.from_pylist(
+        [
+            {"topic": topic, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"}
+            for o in range(start, end)
+        ],
+        schema=SCHEMA,
+    )
+
+
+def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
+    """The executor-side checks, on a real broker: the task with offsets 50-99 of a partition whose
+    offsets 0-49 another task of the batch holds must not commit first (it would move the offset past
+    the other's rows); once the other committed, it must not skip past them either."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    testing.produce_sequence(bootstrap, source, 1, 100)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    layout = Layout(value="value", key="key")
+
+    def task(number, start, end, check=True):
+        job = Job(config, 0, layout, check_input=check, query="q1")
+        return PartitionTask(job, source, 0).run([_rows(source, start, end)])
+
+    with pytest.raises(eos.InputOrderError, match="input record 0 .* did not reach it"):
+        task(1, 50, 100)  # first: offsets 0-49 are input that another task holds
+    assert _offsets.committed(config, [(source, 0)]) == {(source, 0): None}
+    assert task(0, 0, 50).last_offset == 49
+    with pytest.raises(eos.InputOrderError, match="rows of batch 0 begin at offset 0 committed offset 50"):
+        task(1, 50, 100)  # the same batch's other task committed this partition
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert [r.value for r in records] == [b"v%d" % o for o in range(50)]
+    # A query that filters rows out says so (eos.input.filtered): the gap is then trusted.
+    config_next = Job(config, 1, layout, check_input=False, query="q1")
+    assert PartitionTask(config_next, source, 0).run([_rows(source, 60, 100)]).last_offset == 99

@@ -1,0 +1,98 @@
+"""`format("eos")` options become a Config and the data source's own settings (`settings_of`), and its
+ledger (`eos._ledger`): files per batch, attempts appended, old batches dropped. No Spark, no broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+import eos  # noqa: E402
+from eos import _ledger  # noqa: E402
+from eos._datasource import settings_of  # noqa: E402
+from eos.cli._main import main as cli  # noqa: E402
+
+GOOD = {"kafka.bootstrap.servers": "b:9092", "topic": "out", "eos.app.id": "app"}
+
+
+def test_spark_kafka_options_and_eos_dotted_keys_make_the_config():
+    settings = settings_of(
+        {
+            **GOOD,
+            "eos.processing.guarantee": "exactly_once",
+            "eos.commit.every": "500",
+            "eos.producer.linger.ms": "5",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.password": "hunter2",
+            "checkpointlocation": "/ck",  # Spark lower-cases option keys
+            "path": "ignored",
+        }
+    )
+    config = settings.config
+    assert (config.bootstrap_servers, config.output_topic, config.app_id) == ("b:9092", "out", "app")
+    assert config.exactly_once and config.commit_every == 500
+    assert dict(config.producer) == {"linger.ms": "5"}
+    assert dict(config.kafka) == {"security.protocol": "SASL_SSL", "sasl.password": "hunter2"}
+    assert "hunter2" not in repr(config)
+    assert settings.ledger == "/ck/eos-ledger" and settings.check_input and settings.retain == _ledger.RETAIN
+
+
+def test_own_options():
+    settings = settings_of(
+        {**GOOD, "eos.input.filtered": "true", "eos.ledger.dir": "s3://b/l", "eos.ledger.retain": "7"}
+    )
+    assert (settings.check_input, settings.ledger, settings.retain) == (False, "s3://b/l", 7)
+    assert settings_of(GOOD).ledger is None  # no checkpoint location given: no ledger
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({**GOOD, "eos.comit.every": "1"}, "eos.comit.every"),
+        ({k: v for k, v in GOOD.items() if k != "topic"}, "topic"),
+        ({k: v for k, v in GOOD.items() if k != "eos.app.id"}, "eos.app.id"),
+        ({k: v for k, v in GOOD.items() if k != "kafka.bootstrap.servers"}, "kafka.bootstrap.servers"),
+        ({**GOOD, "kafka.bootstrap.servers": "nohostport"}, "kafka.bootstrap.servers"),
+        ({**GOOD, "eos.processing.guarantee": "twice"}, "eos.processing.guarantee"),
+        ({**GOOD, "eos.commit.every": "many"}, "eos.commit.every"),
+        ({**GOOD, "kafka.group.id": "other"}, "kafka.group.id"),
+        ({**GOOD, "eos.input.filtered": "maybe"}, "eos.input.filtered"),
+        ({**GOOD, "eos.ledger.retain": "0"}, "eos.ledger.retain"),
+    ],
+)
+def test_a_bad_option_is_named(options, named):
+    with pytest.raises(eos.ConfigError) as info:
+        settings_of(options)
+    assert info.value.field == named, str(info.value)
+    assert f"'{named}'" in str(info.value)
+
+
+def test_ledger_appends_attempts_and_keeps_the_last_batches(tmp_path, capsys):
+    location = str(tmp_path / "ck" / "eos-ledger")
+
+    def attempt(batch, skipped):
+        part = {"topic": "in", "partition": 0, "transactional_id": "app:in:0", "first_offset": batch * 10}
+        part.update(last_offset=batch * 10 + 9, committed_before=batch * 10, records_in=10, skipped=skipped)
+        part.update(records_out=10 - skipped, transactions=1, task=0)
+        return {"outcome": "committed", "partitions": [part]}
+
+    for batch in range(5):
+        _ledger.append(location, batch, attempt(batch, 0), retain=3)
+    _ledger.append(location, 4, attempt(4, 4), retain=3)  # batch 4 run again after a driver crash
+    assert _ledger.batch_ids(location) == [2, 3, 4]
+    [entry] = _ledger.read_batches(location, [4])
+    assert [a["partitions"][0]["skipped"] for a in entry["attempts"]] == [0, 4]
+    assert not [p for p in (tmp_path / "ck" / "eos-ledger").iterdir() if p.name.startswith(".")]
+
+    assert (
+        cli(["ledger", "show", "--checkpoint-location", str(tmp_path / "ck"), "--batch", "4", "--json"]) == 0
+    )
+    assert [a["outcome"] for a in json.loads(capsys.readouterr().out)["attempts"]] == ["committed"] * 2
+    assert cli(["ledger", "show", "--checkpoint-location", str(tmp_path / "ck"), "--last", "1"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["BATCH", "ATTEMPT", "OUTCOME"] and len(table) == 3
+    assert table[2].split()[:2] == ["4", "2"] and "40-49" in table[2]
+    assert cli(["ledger", "show", "--checkpoint-location", str(tmp_path / "none")]) == 1
+    assert "no eos ledger at" in capsys.readouterr().err
