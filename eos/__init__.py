@@ -4,6 +4,7 @@ df.writeStream.foreachBatch(eos.sink(config)).start()
 df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.app.id", ...).start()
 """
 
+from eos._realtime import ForeachWriter
 from eos._task import Commit
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
@@ -34,6 +35,9 @@ from eos.session import read_stream, register, spark_session, starting_offsets
 from eos.sink import BatchSummary, Sink, sink
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
+#: `df.writeStream.foreach(eos.foreach_writer(config))`, e.g. in real-time mode (see `ForeachWriter`).
+foreach_writer = ForeachWriter
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "EosError",
     "FatalError",
     "FencedError",
+    "ForeachWriter",
     "ForeignOffsetError",
     "InputOrderError",
     "JsonSerde",
@@ -72,6 +77,7 @@ __all__ = [
     "TopicNotFoundError",
     "TransactionAbortableError",
     "TransactionTimeoutError",
+    "foreach_writer",
     "read_stream",
     "register",
     "sink",

@@ -146,14 +146,30 @@ class PartitionTask:
         self.checkpoint: Checkpoint | None = None
         self.state: PartitionState | None = None
         self.view = State({})
+        self.started = time.monotonic()
 
     # -- the protocol --------------------------------------------------------------------------------
 
     def run(self, runs: Iterable[pa.RecordBatch]) -> PartitionStats:
-        started = time.monotonic()
+        """The whole protocol over `runs` (this input partition's rows, in offset order)."""
+        runs = iter(runs)
+        first = next(runs, None)
         try:
-            runs = iter(runs)
-            first = next(runs, None)
+            self.start(first)
+            for run in itertools.chain([first] if first is not None else [], runs):
+                self.feed(run)
+        except BaseException:
+            self.fail()
+            raise
+        return self.finish()
+
+    # The same protocol for a writer that is handed rows instead of pulling them (`eos._realtime`):
+    # start, feed every run, then finish; fail where anything raised.
+
+    def start(self, first: pa.RecordBatch | None) -> None:
+        """Steps 1-4 (`first`: the first run, for the checks of `check_input`)."""
+        self.started = time.monotonic()
+        try:
             if first is not None and self.job.check_input:
                 self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
             self._start_incarnation(reuse=True)  # steps 1-4
@@ -167,27 +183,31 @@ class PartitionTask:
                     self.job.batch_id,
                 )
             _crash.point("before_produce")  # F1
-            for run in itertools.chain([first] if first is not None else [], runs):
-                self.stats.records_in += run.num_rows
-                run = self._skip(run)  # step 5: rows already written open no transaction
-                position = 0
-                while position < run.num_rows:  # steps 6, 7
-                    room = self.config.commit_every - (self.checkpoint.records if self.checkpoint else 0)
-                    chunk = run.slice(position, min(run.num_rows - position, room))
-                    position += self._guarded(lambda chunk=chunk: self._write_new(chunk))
-                    if self.checkpoint is not None and self.checkpoint.due():
-                        self._guarded(self._commit)
+        except BaseException:
+            self.fail()
+            raise
+
+    def feed(self, run: pa.RecordBatch) -> None:
+        """Steps 5-7 for the next run of rows: what is new is written, committed whenever due."""
+        self.stats.records_in += run.num_rows
+        run = self._skip(run)  # step 5: rows already written open no transaction
+        position = 0
+        while position < run.num_rows:  # steps 6, 7
+            room = self.config.commit_every - (self.checkpoint.records if self.checkpoint else 0)
+            chunk = run.slice(position, min(run.num_rows - position, room))
+            position += self._guarded(lambda chunk=chunk: self._write_new(chunk))
+            if self.checkpoint is not None and self.checkpoint.due():
+                self._guarded(self._commit)
+
+    def finish(self) -> PartitionStats:
+        """Commit what is open; hand the producer back to the worker's cache."""
+        try:
             if self.checkpoint is not None:
                 self._guarded(self._commit)
         except BaseException:
-            if self.producer is not None:
-                producers.discard(self.producer)
-                self.producer = None
+            self.fail()
             raise
-        finally:
-            if self.state is not None:
-                self.stats.restored = self.state.restored
-                self.state.close()
+        self._close_state()
         producers.release(self.producer)
         self.producer = None
         self.log.info(
@@ -199,9 +219,22 @@ class PartitionTask:
             aborted=self.stats.aborted,
             redos=self.stats.redos,
             commit_ms_max=round(self.stats.commit_seconds_max * 1000, 1),
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(time.monotonic() - self.started, 3),
         )
         return self.stats
+
+    def fail(self) -> None:
+        """After an error: the producer is thrown away (its transaction dies with it), the state closed."""
+        if self.producer is not None:
+            producers.discard(self.producer)
+            self.producer = None
+        self._close_state()
+
+    def _close_state(self) -> None:
+        if self.state is not None:
+            self.stats.restored = self.state.restored
+            self.state.close()
+            self.state = None
 
     def _start_incarnation(self, reuse: bool) -> None:
         """Steps 1-4, and step 5 for the open transaction's kept input: a producer (the worker's kept

@@ -3,7 +3,7 @@
     python examples/pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
-                                [--format-eos]
+                                [--format-eos | --realtime SECONDS]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
 at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
@@ -11,7 +11,9 @@ emits a running count per key with `process` (one row at a time), `--stateful-ba
 `process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
 Connect. `--format-eos` writes with `df.writeStream.format("eos")` instead of
 `foreachBatch(eos.sink(...))`: the same protocol, its settings as options, its per-batch record the
-ledger beside the checkpoint (`eos ledger show`) instead of --summaries. Each batch's summary is appended
+ledger beside the checkpoint (`eos ledger show`) instead of --summaries. `--realtime S` runs the query in
+Spark's real-time mode (4.1+, epochs of S seconds) through `foreach(eos.foreach_writer(...))`, until
+killed. Each batch's summary is appended
 to --summaries as one JSON line (through `on_batch`, which also works where the sink runs on a Connect
 server). `make demo` and the integration tests run this file as their driver process, so they can
 SIGKILL it; the tests, `make bench` and the chaos pipeline import its `count_per_key` and
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--stateful-batch", action="store_true", help="the same count with process_batch")
     parser.add_argument("--remote", help="Spark Connect: 'local' starts a server here, or sc://host:port")
     parser.add_argument("--format-eos", action="store_true", help='write with writeStream.format("eos")')
+    parser.add_argument("--realtime", type=int, help="real-time mode, epochs of this many seconds")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -108,7 +111,12 @@ def main() -> None:
     else:
         kwargs = {}
     on_commit = partial(append_commit, args.commits) if args.commits else None
-    if args.format_eos:
+    trigger = {"availableNow": True}
+    if args.realtime:
+        writer = df.writeStream.foreach(eos.foreach_writer(config, process, kwargs.get("stores"), on_commit))
+        writer = writer.outputMode("update")
+        trigger = {"realTime": f"{args.realtime} seconds"}
+    elif args.format_eos:
         name = "eos"
         if kwargs or on_commit:  # functions travel with a data source name of their own
             name = eos.register(spark, f"eos-{args.app_id}", on_commit=on_commit, **kwargs)
@@ -129,7 +137,7 @@ def main() -> None:
         sink = eos.sink(config, on_commit=on_commit, on_batch=on_batch, **kwargs)
         writer = df.writeStream.foreachBatch(sink)
 
-    query = writer.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
+    query = writer.option("checkpointLocation", args.checkpoint).trigger(**trigger).start()
     query.awaitTermination()
     spark.stop()
 

@@ -159,3 +159,67 @@ def test_real_time_mode_refuses_a_python_data_source_and_map_in_arrow(
         finally:
             query.stop()
     assert "OPERATOR_OR_SINK_NOT_IN_ALLOWLIST" in message and expected in message, message[:500]
+
+
+def _count(bootstrap: str, topic: str) -> int:
+    records, _ = testing.read_topic(bootstrap, topic, marker=testing.write_markers(bootstrap, topic))
+    return len(records)
+
+
+def test_foreach_writer_in_real_time_mode_survives_driver_kills(bootstrap, names, tmp_path):
+    """`foreach(eos.foreach_writer(config))` in real-time mode: the driver's process group is SIGKILLed
+    twice mid-epoch (after some transactions committed), and one Python worker SIGKILLs itself between
+    produce and offsets; every restart replays the epoch from Spark's checkpoint and eos skips what its
+    transactions committed. The read_committed output is the input, once, in order per partition."""
+    from conftest import start_pipeline
+
+    source, output = names("rtm-in"), names("rtm-out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    sent = testing.produce_sequence(bootstrap, source, 2, 3_000)
+    once = tmp_path / "once"
+    once.mkdir()
+    commits = tmp_path / "commits.jsonl"
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_CRASH_AT": "after_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+        "EOS_SPARK_MASTER": "local[2, 4]",  # real-time mode holds a core per input partition
+    }
+    flags = {"realtime": 5, "commit_every": 200, "commits": commits}
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+
+    def lines() -> int:
+        return sum(1 for _ in open(commits)) if commits.exists() else 0
+
+    logs = []
+    for attempt in range(3):
+        before = lines()
+        summaries = tmp_path / f"run{attempt}.jsonl"
+        proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+        logs.append(summaries.with_suffix(".log"))
+        deadline = time.monotonic() + 180
+        if attempt < 2:  # kill after a few more commits
+            while lines() < before + 3 + attempt * 2 and proc.running() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:  # let the last run write everything, then stop it
+            while proc.running() and time.monotonic() < deadline and _count(bootstrap, output) < 6_000:
+                time.sleep(2)
+        assert proc.running(), proc.log_tail()
+        proc.kill()
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(testing.flatten(sent), records, hanging)
+    skipped = [
+        int(word.split("=")[1])
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "partition written" in line
+        for word in line.split()
+        if word.startswith("skipped=")
+    ]
+    print(
+        f"real-time mode, 2 driver kills: {len(skipped)} partition epochs, skipped {sum(skipped)}: {result}"
+    )
+    assert result.exactly_once, result
+    assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
+    assert sum(skipped) > 0, "no kill landed mid-epoch: nothing was replayed"
