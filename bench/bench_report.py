@@ -17,6 +17,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful", "4 eos exactly_once + count per key (process, per row)"),
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
+    ("eos_exactly_once_format", "3f eos exactly_once, writeStream.format('eos')"),
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),

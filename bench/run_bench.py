@@ -425,6 +425,22 @@ class Bench:
         finally:
             _partitioning.one_topic_partition_per_task = check
 
+    def row_eos_exactly_once_format(self, out: str) -> dict:
+        """Row 3 written with `df.writeStream.format("eos")` instead of `foreachBatch(eos.sink(...))`."""
+        config = self.config("eos_exactly_once_format", "exactly_once", output_topic=out)
+        writer = self._source(config).writeStream.format("eos")
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap,
+            "topic": out,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": "exactly_once",
+            "eos.commit.every": str(COMMIT_EVERY),
+            "eos.state.dir": config.state_dir,
+        }
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        return self._run_query(writer, "eos_exactly_once_format" if self.profiling else None)
+
     def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
 
