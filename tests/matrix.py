@@ -5,7 +5,8 @@ Here each combination below gets a venv with its Python and pinned libraries (eo
 checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._cache.maven_args`), a
 broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
-read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (Spark 4.1+). Writes reports/matrix.json and prints the README's table.
+read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (Spark 4.1+).
+Writes reports/matrix.json and prints the README's table.
 
     python -m tests.matrix [--only NAME ...] [--out reports]
 """
