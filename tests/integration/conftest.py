@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,6 +158,24 @@ def start_pipeline(
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}"] + ([] if value is True else [str(value)])
     return DriverProcess(args, env=env, log_path=str(Path(summaries).with_suffix(".log")))
+
+
+def line_count(path) -> int:
+    """Lines in a file the pipeline appends to (`--commits`), 0 before it exists."""
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float = 180) -> bool:
+    """SIGKILL the pipeline's process group (driver, JVM, Python workers) once `more` transactions
+    were committed after now (`--commits` lines), so mid-batch; False if it had ended already."""
+    wanted = line_count(commits) + more
+    deadline = time.monotonic() + timeout
+    while line_count(commits) < wanted and proc.running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc.kill()
 
 
 def finish(proc: DriverProcess) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import finish, seed, start_pipeline
+from conftest import finish, kill_after_commits, seed, start_pipeline
 
 from eos import testing
 from tests.support.processes import DriverProcess
@@ -86,15 +86,9 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
     kills = 0
     for _ in range(3):
-        before = _lines(commits)
         proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
         # Kill after a random number of commits (at most one batch's worth), so mid-batch.
-        wanted = before + rng.randint(1, 12)
-        deadline = time.monotonic() + 180
-        while _lines(commits) < wanted and proc.running() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if proc.kill():  # driver, its JVM and its Python workers
-            kills += 1
+        kills += kill_after_commits(proc, commits, rng.randint(1, 12))
     assert kills == 3
     proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
     finish(proc)
@@ -109,13 +103,6 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     # Spark Connect hides the batch's lineage from the sink, so it always regroups; classic Spark
     # shows that the Kafka source already gave each input partition its own task.
     assert {s["regrouped"] for s in history} == {api == "connect"}
-
-
-def _lines(path) -> int:
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return sum(1 for _ in f)
 
 
 def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):

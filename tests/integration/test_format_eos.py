@@ -8,11 +8,10 @@ import os
 import random
 import subprocess
 import sys
-import time
 
 import pyarrow as pa
 import pytest
-from conftest import finish, seed, start_pipeline
+from conftest import finish, kill_after_commits, seed, start_pipeline
 from partition_task_app import SCHEMA
 
 import eos
@@ -48,13 +47,6 @@ def ledger(checkpoint) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-def _lines(path) -> int:
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return sum(1 for _ in f)
-
-
 @pytest.mark.parametrize("api", ["classic", "connect"])
 def test_driver_sigkilled_twice_running_counts_stay_exactly_once(bootstrap, names, tmp_path, api):
     """The stateful running count through format("eos"); the driver's process group is SIGKILLed twice
@@ -83,16 +75,10 @@ def test_driver_sigkilled_twice_running_counts_stay_exactly_once(bootstrap, name
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
     kills = 0
     for _ in range(2):
-        before = _lines(commits)
         proc = start_pipeline(
             bootstrap, app_id, source, output, checkpoint, tmp_path / "s.jsonl", env=env, **flags
         )
-        wanted = before + rng.randint(1, 12)
-        deadline = time.monotonic() + 180
-        while _lines(commits) < wanted and proc.running() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if proc.kill():  # driver, its JVM and its Python workers
-            kills += 1
+        kills += kill_after_commits(proc, commits, rng.randint(1, 12))
     assert kills == 2
     finish(
         start_pipeline(bootstrap, app_id, source, output, checkpoint, tmp_path / "s.jsonl", env=env, **flags)

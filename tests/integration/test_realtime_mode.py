@@ -171,7 +171,7 @@ def test_foreach_writer_in_real_time_mode_survives_driver_kills(bootstrap, names
     twice mid-epoch (after some transactions committed), and one Python worker SIGKILLs itself between
     produce and offsets; every restart replays the epoch from Spark's checkpoint and eos skips what its
     transactions committed. The read_committed output is the input, once, in order per partition."""
-    from conftest import start_pipeline
+    from conftest import kill_after_commits, start_pipeline
 
     source, output = names("rtm-in"), names("rtm-out")
     testing.create_topic(bootstrap, source, 2)
@@ -189,24 +189,18 @@ def test_foreach_writer_in_real_time_mode_survives_driver_kills(bootstrap, names
     flags = {"realtime": 5, "commit_every": 200, "commits": commits}
     app_id, checkpoint = names("app"), tmp_path / "ckpt"
 
-    def lines() -> int:
-        return sum(1 for _ in open(commits)) if commits.exists() else 0
-
     logs = []
     for attempt in range(3):
-        before = lines()
         summaries = tmp_path / f"run{attempt}.jsonl"
         proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
         logs.append(summaries.with_suffix(".log"))
-        deadline = time.monotonic() + 180
         if attempt < 2:  # kill after a few more commits
-            while lines() < before + 3 + attempt * 2 and proc.running() and time.monotonic() < deadline:
-                time.sleep(0.01)
-        else:  # let the last run write everything, then stop it
-            while proc.running() and time.monotonic() < deadline and _count(bootstrap, output) < 6_000:
-                time.sleep(2)
-        assert proc.running(), proc.log_tail()
-        proc.kill()
+            assert kill_after_commits(proc, commits, 3 + attempt * 2), proc.log_tail()
+            continue
+        deadline = time.monotonic() + 180  # let the last run write everything, then stop it
+        while proc.running() and time.monotonic() < deadline and _count(bootstrap, output) < 6_000:
+            time.sleep(2)
+        assert proc.kill(), proc.log_tail()
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     result = testing.compare(testing.flatten(sent), records, hanging)
     skipped = [
