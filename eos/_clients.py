@@ -7,7 +7,9 @@ workers are reused across tasks, and a new client per batch would cost a connect
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError
@@ -15,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from eos import _kafka, _log, _names
 from eos.config import Config
+from eos.errors import ConfigError
 
 # librdkafka spells some security settings differently from the Java client that Spark's source uses.
 _LIBRDKAFKA_ONLY = frozenset(
@@ -207,3 +210,73 @@ def clear() -> None:
         except Exception:  # noqa: BLE001 - a broken client is being thrown away anyway
             pass
     del admins  # AdminClient has no close(): dropping the last reference destroys it
+
+
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+}
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
+# Java key and trust stores: the type librdkafka reads, and what to do otherwise.
+_STORES = {
+    "truststore": (
+        "trust store",
+        "PEM",
+        "convert it to PEM and set ssl.truststore.type=PEM (or give ssl.ca.location)",
+    ),
+    "keystore": (
+        "key store",
+        "PKCS12",
+        "use a PKCS12 file (ssl.keystore.type=PKCS12) or PEM files"
+        " (ssl.certificate.location, ssl.key.location)",
+    ),
+}
+# Java-only settings librdkafka has no use for (the Java tool still gets them).
+_JAVA_ONLY = frozenset({"ssl.truststore.type", "ssl.truststore.password", "ssl.keystore.type"})
+
+
+def from_java(props: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings for eos's clients from Java client properties (Kafka's tools'
+    --command-config, Spark's kafka.* options): `sasl.jaas.config` with the
+    PLAIN or SCRAM login module becomes `sasl.username`/`sasl.password`, a PEM trust store
+    `ssl.ca.location`, a PKCS12 key store `ssl.keystore.location`/`.password`; the rest passes as it is
+    (librdkafka names most security settings as Java does). What cannot be translated is an error
+    naming the key (ConfigError; the value is never shown)."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if key in _JAVA_ONLY or key.startswith("ssl.truststore.") or key.startswith("ssl.keystore."):
+            continue
+        if key == "sasl.jaas.config":
+            parts = value.strip().split(None, 1)
+            module, rest = (parts + ["", ""])[:2]
+            if module.removeprefix("kafkashaded.") not in _JAAS_MODULES:
+                raise ConfigError(
+                    key,
+                    f"sasl.jaas.config with login module {module or '(none)'!r}: eos's clients"
+                    " (librdkafka) take PLAIN and SCRAM credentials only from it; give librdkafka's own"
+                    " settings (e.g. sasl.oauthbearer.*, sasl.kerberos.*) instead",
+                )
+            options = {
+                m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+                for m in _JAAS_OPTION.finditer(rest)
+            }
+            for name in ("username", "password"):
+                if name not in options:
+                    raise ConfigError(key, f'sasl.jaas.config has no {name}="..."')
+                out[f"sasl.{name}"] = re.sub(r"\\(.)", r"\1", options[name])
+            continue
+        out[key] = value
+    for store, (noun, readable, fix) in _STORES.items():
+        kind = props.get(f"ssl.{store}.type", "JKS").upper()
+        if f"ssl.{store}.location" in props and kind != readable:
+            raise ConfigError(
+                f"ssl.{store}.location",
+                f"ssl.{store}.location is a {kind} {noun}, which librdkafka cannot read: {fix}",
+            )
+    if "ssl.truststore.location" in props:
+        out["ssl.ca.location"] = props["ssl.truststore.location"]
+    if "ssl.keystore.location" in props:
+        out["ssl.keystore.location"] = props["ssl.keystore.location"]
+        if "ssl.keystore.password" in props:
+            out["ssl.keystore.password"] = props["ssl.keystore.password"]
+    return out

@@ -14,7 +14,9 @@ Per micro-batch Spark calls, in this order:
         committed.
 
 Spark's Kafka options are taken as Spark's Kafka sink takes them (`kafka.bootstrap.servers`, `topic`,
-`kafka.*` for every client eos creates); eos' own settings by their dotted keys under `eos.`.
+`kafka.*` for every client eos creates, Java client names translated for librdkafka as
+`eos._clients.from_java` does: a PLAIN or SCRAM `kafka.sasl.jaas.config`, PEM trust stores, PKCS12 key
+stores); eos' own settings by their dotted keys under `eos.`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, ClassVar
 import attrs
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
-from eos import _cluster, _ledger
+from eos import _clients, _cluster, _ledger
 from eos._arrow import Layout
 from eos._log import get_logger
 from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition
@@ -135,6 +137,10 @@ def settings_of(options: Mapping[str, str]) -> Settings:
         raise ConfigError("kafka.bootstrap.servers", "must be set (the brokers eos writes to)")
     if "app.id" not in properties and "application.id" not in properties:
         raise ConfigError("eos.app.id", "must be set (the consumer group and transactional.id prefix)")
+    try:
+        clients = _clients.from_java(clients)  # Spark users give the Java client's names (sasl.jaas.config)
+    except ConfigError as exc:
+        raise ConfigError(f"kafka.{exc.field}", exc.reason) from None
     try:
         config = Config.from_properties(properties, kafka=clients)
     except ConfigError as exc:

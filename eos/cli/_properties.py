@@ -3,8 +3,8 @@
 The file is read as Java reads `.properties` (comments, `=`/`:`/blank separators, escapes, line
 continuations). Kafka's tools hand it to the Java admin client unchanged (eos passes it on to
 `TransactionsCommand` the same way); eos's own clients are librdkafka's, so `client_settings`
-translates the settings that are named differently there. Values are never printed: errors name the
-file, the line and the key only.
+translates the settings that are named differently there (`eos._clients.from_java`). Values are
+never printed: errors name the file, the line and the key only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from eos import _clients
 from eos.cli._base import EXIT_USAGE, CliError
+from eos.errors import ConfigError
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
@@ -94,70 +96,10 @@ def load(path: str) -> dict[str, str]:
     return parse(text, f"--command-config {path}")
 
 
-_JAAS_MODULES = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
-    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
-}
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
-# Java key and trust stores: the type librdkafka reads, and what to do otherwise.
-_STORES = {
-    "truststore": (
-        "trust store",
-        "PEM",
-        "convert it to PEM and set ssl.truststore.type=PEM (or give ssl.ca.location)",
-    ),
-    "keystore": (
-        "key store",
-        "PKCS12",
-        "use a PKCS12 file (ssl.keystore.type=PKCS12) or PEM files"
-        " (ssl.certificate.location, ssl.key.location)",
-    ),
-}
-# Java-only settings librdkafka has no use for (the Java tool still gets them).
-_JAVA_ONLY = frozenset({"ssl.truststore.type", "ssl.truststore.password", "ssl.keystore.type"})
-
-
 def client_settings(props: dict[str, str], source: str) -> dict[str, str]:
-    """librdkafka settings for eos's clients from Java client properties: `sasl.jaas.config` with the
-    PLAIN or SCRAM login module becomes `sasl.username`/`sasl.password`, a PEM trust store
-    `ssl.ca.location`, a PKCS12 key store `ssl.keystore.location`/`.password`; the rest passes as it is
-    (librdkafka names most security settings as Java does). What cannot be translated is an error
-    naming the key."""
-    out: dict[str, str] = {}
-    for key, value in props.items():
-        if key in _JAVA_ONLY or key.startswith("ssl.truststore.") or key.startswith("ssl.keystore."):
-            continue
-        if key == "sasl.jaas.config":
-            parts = value.strip().split(None, 1)
-            module, rest = (parts + ["", ""])[:2]
-            if module.removeprefix("kafkashaded.") not in _JAAS_MODULES:
-                raise CliError(
-                    EXIT_USAGE,
-                    f"{source}: sasl.jaas.config with login module {module or '(none)'!r}: eos's clients"
-                    " (librdkafka) take PLAIN and SCRAM credentials only from it; give librdkafka's own"
-                    " settings (e.g. sasl.oauthbearer.*, sasl.kerberos.*) in the file instead",
-                )
-            options = {
-                m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-                for m in _JAAS_OPTION.finditer(rest)
-            }
-            for name in ("username", "password"):
-                if name not in options:
-                    raise CliError(EXIT_USAGE, f'{source}: sasl.jaas.config has no {name}="..."')
-                out[f"sasl.{name}"] = re.sub(r"\\(.)", r"\1", options[name])
-            continue
-        out[key] = value
-    for store, (noun, readable, fix) in _STORES.items():
-        kind = props.get(f"ssl.{store}.type", "JKS").upper()
-        if f"ssl.{store}.location" in props and kind != readable:
-            raise CliError(
-                EXIT_USAGE,
-                f"{source}: ssl.{store}.location is a {kind} {noun}, which librdkafka cannot read: {fix}",
-            )
-    if "ssl.truststore.location" in props:
-        out["ssl.ca.location"] = props["ssl.truststore.location"]
-    if "ssl.keystore.location" in props:
-        out["ssl.keystore.location"] = props["ssl.keystore.location"]
-        if "ssl.keystore.password" in props:
-            out["ssl.keystore.password"] = props["ssl.keystore.password"]
-    return out
+    """librdkafka settings for eos's clients from the file's Java client properties
+    (`eos._clients.from_java`); what cannot be translated is a usage error naming the file and key."""
+    try:
+        return _clients.from_java(props)
+    except ConfigError as exc:
+        raise CliError(EXIT_USAGE, f"{source}: {exc.reason}") from None

@@ -39,6 +39,22 @@ def test_spark_kafka_options_and_eos_dotted_keys_make_the_config():
     assert settings.ledger == "/ck/eos-ledger" and settings.check_input and settings.retain == _ledger.RETAIN
 
 
+def test_java_client_names_are_translated_as_spark_users_write_them():
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr3t";'
+    )
+    settings = settings_of({**GOOD, "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": jaas})
+    assert dict(settings.config.kafka) == {
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "s3cr3t",
+    }
+    kerberos = 'com.sun.security.auth.module.Krb5LoginModule required keyTab="/k";'
+    with pytest.raises(eos.ConfigError) as info:
+        settings_of({**GOOD, "kafka.sasl.jaas.config": kerberos})
+    assert info.value.field == "kafka.sasl.jaas.config" and "/k" not in str(info.value)
+
+
 def test_own_options():
     settings = settings_of(
         {**GOOD, "eos.input.filtered": "true", "eos.ledger.dir": "s3://b/l", "eos.ledger.retain": "7"}
