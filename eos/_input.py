@@ -18,9 +18,8 @@ A gap that holds no record (commit markers, aborted or compacted records) is wha
 a record in it reached another task, or the query filtered it out: the task raises `InputOrderError` and
 writes nothing. A query that drops input rows on purpose says so (`eos.input.filtered`), which turns the
 look off; it must then keep each input partition in one task (no splitting source options, no shuffle).
-Where nothing is committed yet, the look starts at the partition's first offset when `starting_offsets`
-is "earliest"; a new app starting at "latest" is not looked at (its start is the source's, unknown
-here).
+Where nothing is committed yet (a new app's first batch), there is nothing to look from: where the
+source started is its `startingOffsets`, which the sink does not see.
 """
 
 from __future__ import annotations
@@ -46,9 +45,7 @@ def unseen_record(
         lambda: consumer.get_watermark_offsets(tp, timeout=timeout), what=where, timeout_s=timeout
     )
     if committed is None:
-        if config.starting_offsets != "earliest":
-            return None
-        committed = low
+        return None  # where the source started is its own (startingOffsets), unknown here
     start = max(committed, low)
     if start >= min(first, stable_end):
         return None

@@ -178,9 +178,9 @@ def _rows(topic, start, end):
 
 
 def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
-    """The executor-side checks, on a real broker: the task with offsets 50-99 of a partition whose
-    offsets 0-49 another task of the batch holds must not commit first (it would move the offset past
-    the other's rows); once the other committed, it must not skip past them either."""
+    """The executor-side checks, on a real broker. Batch 0 wrote offsets 0-19. In batch 1 one task holds
+    offsets 20-49 and another 50-99: the second must not commit first (it would move the offset past the
+    first's rows), and once the first committed, it must not skip past them either."""
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
@@ -193,18 +193,19 @@ def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
     )
     layout = Layout(value="value", key="key")
 
-    def task(number, start, end, check=True):
-        job = Job(config, 0, layout, check_input=check, query="q1")
+    def task(batch, start, end, check=True):
+        job = Job(config, batch, layout, check_input=check, query="q1")
         return PartitionTask(job, source, 0).run([_rows(source, start, end)])
 
-    with pytest.raises(eos.InputOrderError, match="input record 0 .* did not reach it"):
-        task(1, 50, 100)  # first: offsets 0-49 are input that another task holds
-    assert _offsets.committed(config, [(source, 0)]) == {(source, 0): None}
-    assert task(0, 0, 50).last_offset == 49
-    with pytest.raises(eos.InputOrderError, match="rows of batch 0 begin at offset 0 committed offset 50"):
+    assert task(0, 0, 20).last_offset == 19
+    with pytest.raises(eos.InputOrderError, match="input record 20 .* did not reach it"):
+        task(1, 50, 100)  # first: offsets 20-49 are input that another task holds
+    assert _offsets.committed(config, [(source, 0)]) == {(source, 0): 20}
+    assert task(1, 20, 50).last_offset == 49
+    with pytest.raises(eos.InputOrderError, match="rows of batch 1 begin at offset 20 committed offset 50"):
         task(1, 50, 100)  # the same batch's other task committed this partition
+    assert task(1, 20, 50).skipped == 30  # the same task again (a retry) skips what it committed
     records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     assert [r.value for r in records] == [b"v%d" % o for o in range(50)]
     # A query that filters rows out says so (eos.input.filtered): the gap is then trusted.
-    config_next = Job(config, 1, layout, check_input=False, query="q1")
-    assert PartitionTask(config_next, source, 0).run([_rows(source, 60, 100)]).last_offset == 99
+    assert task(2, 60, 100, check=False).last_offset == 99
