@@ -37,14 +37,14 @@ E2E_CLASSIC = [
     "tests/integration/test_package.py",
     "tests/integration/test_realtime_mode.py",  # skipped below Spark 4.1
     # format("eos"): skipped below Spark 4.0 (no Python data sources)
-    "tests/integration/test_format_eos.py::test_driver_sigkilled_twice_running_counts_stay_exactly_once[classic]",
+    "tests/integration/test_format_eos.py::test_driver_sigkilled_running_counts_stay_exactly_once[classic]",
     "tests/integration/test_format_eos.py::test_a_split_input_partition_fails_the_batch_and_nothing_is_written_twice",
 ]
 E2E_CONNECT = [
     "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[connect]",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
     "[transactional-connect-batch]",
-    "tests/integration/test_format_eos.py::test_driver_sigkilled_twice_running_counts_stay_exactly_once[connect]",
+    "tests/integration/test_format_eos.py::test_driver_sigkilled_running_counts_stay_exactly_once[connect]",
 ]
 
 
