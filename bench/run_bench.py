@@ -487,7 +487,12 @@ class Bench:
             rates.append(once("spark_kafka_sink"))
             if len(rates) >= 3 and abs(rates[-1] - rates[-2]) <= 0.05 * max(rates[-2:]):
                 break
-        for row in ("eos_exactly_once", "eos_exactly_once_connect", "eos_exactly_once_stateful_batch"):
+        for row in (
+            "eos_exactly_once",
+            "eos_exactly_once_connect",
+            "eos_exactly_once_stateful_batch",
+            "eos_exactly_once_format",
+        ):
             once(row)
         self.commit_seconds.clear()
         return done
