@@ -32,11 +32,9 @@ from eos.config import Config
 from eos.errors import InputOrderError
 
 
-def unseen_record(
-    config: Config, topic: str, partition: int, committed: int | None, first: int
-) -> int | None:
+def unseen_record(config: Config, topic: str, partition: int, committed: int, first: int) -> int | None:
     """The offset of a readable input record at or after `committed` and before `first` (the task's
-    first row), or None where there is none (or nothing to compare with)."""
+    first row), or None where there is none."""
     tp = TopicPartition(topic, partition)
     timeout = config.operation_timeout_ms / 1000
     where = f"reading input {topic}/{partition}"
@@ -44,8 +42,6 @@ def unseen_record(
     low, stable_end = _kafka.call(
         lambda: consumer.get_watermark_offsets(tp, timeout=timeout), what=where, timeout_s=timeout
     )
-    if committed is None:
-        return None  # where the source started is its own (startingOffsets), unknown here
     start = max(committed, low)
     if start >= min(first, stable_end):
         return None
@@ -70,18 +66,19 @@ def unseen_record(
         consumer.unassign()
 
 
-def require_contiguous(
-    config: Config, topic: str, partition: int, committed: int | None, first: int, batch_id: int
-) -> None:
-    """Raise InputOrderError, before anything is written, when input before `first` did not reach
-    this task (see the module's docstring)."""
-    if committed is not None and first <= committed:
+def require_contiguous(scope: PartitionScope, committed: int | None) -> None:
+    """Raise InputOrderError, before anything is written, when input before the task's first row
+    (`scope.first`) did not reach this task (see the module's docstring)."""
+    if committed is None:
+        return  # where the source started is its own (startingOffsets), unknown here
+    if scope.first <= committed:
         return  # a re-run: the rows up to the committed offset are skipped, the rest follow on
-    unseen = unseen_record(config, topic, partition, committed, first)
+    unseen = unseen_record(scope.config, scope.topic, scope.partition, committed, scope.first)
     if unseen is None:
         return
+    topic, partition, first, batch = scope.topic, scope.partition, scope.first, scope.batch_id
     raise InputOrderError(
-        f"input partition {topic}/{partition}: this task's rows of batch {batch_id} begin at offset {first},"
+        f"input partition {topic}/{partition}: this task's rows of batch {batch} begin at offset {first},"
         f" but input record {unseen} (committed offset: {committed}) did not reach it. Either the Kafka"
         " source split the partition across tasks (minPartitions, maxRecordsPerPartition: drop them) or"
         " the query moved its rows (repartition, union, ...): write such a stream with"

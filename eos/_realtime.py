@@ -74,7 +74,7 @@ class ForeachWriter:
         if len(self.rows) >= ROWS:
             self._feed()
 
-    def close(self, error) -> None:  # R3
+    def close(self, error) -> None:  # R3 (Spark calls it with the error open or process raised)
         if self.task is None:
             return
         if error is not None:
@@ -82,10 +82,10 @@ class ForeachWriter:
             return
         try:
             self._feed()
+            self.task.finish()
         except BaseException:
             self.task.fail()
             raise
-        self.task.finish()
 
     def _start(self, values: dict[str, Any]) -> None:
         from pyspark import TaskContext
@@ -109,11 +109,7 @@ class ForeachWriter:
     def _feed(self) -> None:
         if self.rows:
             batch, self.rows = _batch(self.rows), []
-            try:
-                self.task.feed(batch)
-            except BaseException:
-                self.task.fail()
-                raise
+            self.task.feed(batch)
 
 
 def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:

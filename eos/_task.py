@@ -158,34 +158,22 @@ class PartitionTask:
             self.start(first)
             for run in itertools.chain([first] if first is not None else [], runs):
                 self.feed(run)
+            return self.finish()
         except BaseException:
             self.fail()
             raise
-        return self.finish()
 
     # The same protocol for a writer that is handed rows instead of pulling them (`eos._realtime`):
-    # start, feed every run, then finish; fail where anything raised.
+    # start, feed every run, then finish; the caller calls fail where any of them raised.
 
     def start(self, first: pa.RecordBatch | None) -> None:
         """Steps 1-4 (`first`: the first run, for the checks of `check_input`)."""
-        self.started = time.monotonic()
-        try:
-            if first is not None and self.job.check_input:
-                self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
-            self._start_incarnation(reuse=True)  # steps 1-4
-            if first is not None and self.job.check_input:
-                _input.require_contiguous(
-                    self.config,
-                    self.topic,
-                    self.partition,
-                    self.committed,
-                    self.scope.first,
-                    self.job.batch_id,
-                )
-            _crash.point("before_produce")  # F1
-        except BaseException:
-            self.fail()
-            raise
+        if first is not None and self.job.check_input:
+            self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
+        self._start_incarnation(reuse=True)  # steps 1-4
+        if first is not None and self.job.check_input:
+            _input.require_contiguous(self.scope, self.committed)
+        _crash.point("before_produce")  # F1
 
     def feed(self, run: pa.RecordBatch) -> None:
         """Steps 5-7 for the next run of rows: what is new is written, committed whenever due."""
@@ -201,12 +189,8 @@ class PartitionTask:
 
     def finish(self) -> PartitionStats:
         """Commit what is open; hand the producer back to the worker's cache."""
-        try:
-            if self.checkpoint is not None:
-                self._guarded(self._commit)
-        except BaseException:
-            self.fail()
-            raise
+        if self.checkpoint is not None:
+            self._guarded(self._commit)
         self._close_state()
         producers.release(self.producer)
         self.producer = None
