@@ -14,13 +14,19 @@ MVN_SHOW := sed -un -e '/^\[ERROR\]/p' \
 # pip without -q: a line per package and a progress bar for the big downloads.
 PIP_INSTALL := $(BIN)/pip install --progress-bar on --disable-pip-version-check
 PYTEST_ARGS ?=
+# Every run prints its 20 slowest tests: the durations table in every CI log.
+PYTEST := $(BIN)/pytest --durations=20
 
 PY_STAMP := $(VENV)/.installed
 BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
 # Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
-SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
+PYSPARK_VERSION := $(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
+SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
+# The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
+JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
-.PHONY: setup broker-up broker-down unit-test integration-test test lint demo chaos matrix dist clean
+.PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos \
+  matrix dist clean
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
@@ -54,13 +60,26 @@ broker-up: setup
 broker-down:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m eos._localbroker down; else echo "no venv: nothing was started"; fi
 
-unit-test: setup
-	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+$(JVM_ARCHIVE): $(SPARK_STAMP)
+	@echo "== a class-data-sharing archive for the tests' Spark JVMs (~15 s, once per PySpark)"
+	$(BIN)/python -m tests.support.jvm --dump
 
-integration-test: setup
-	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+unit-test: setup
+	$(PYTEST) tests/unit $(PYTEST_ARGS)
+
+# `long` tests run in `make chaos` (README, "Development"), not here.
+integration-test: setup $(JVM_ARCHIVE)
+	$(PYTEST) tests/integration -m "not long" $(PYTEST_ARGS)
 
 test: unit-test integration-test
+
+# The inner loop: unit tests and the integration tests not marked `slow` (~20 s or more each).
+test-quick: setup $(JVM_ARCHIVE)
+	$(PYTEST) tests/unit tests/integration -m "not slow and not long" $(PYTEST_ARGS)
+
+# The integration tests too long for `make test`: more variants of its kill and state tests.
+long-test: setup $(JVM_ARCHIVE)
+	$(PYTEST) tests/integration -m long $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check eos tests examples bench
@@ -70,9 +89,11 @@ lint: setup
 # `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"
 # runs it on a replicated 3-broker cluster. Writes reports/chaos.json. Ctrl-C or a SIGTERM stops the broker,
 # the Spark daemons and the driver it started (as it does for `make bench`).
+# `make chaos` also runs the integration tests marked `long` (make long-test) after the harness.
 CHAOS_ARGS ?=
-chaos: setup
+chaos: setup $(JVM_ARCHIVE)
 	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
+	$(MAKE) long-test
 
 # The other supported versions, each in a venv of its own (tests/matrix.py): Spark 3.5 with the lowest
 # of every range on Python 3.10 and Kafka 3.9, the newest Spark 4.x on Python 3.12 and Kafka 4.3.

@@ -20,9 +20,12 @@ import pytest
 
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
+from tests.support import jvm
 from tests.support.processes import DriverProcess
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
+
+jvm.install()  # before any Spark JVM starts: the session's, and every driver process's
 
 
 @attrs.define

@@ -35,6 +35,7 @@ def alive(pid: int, created: float) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_sigterm_stops_everything_the_chaos_harness_started(tmp_path):
     argv = [sys.executable, "-m", "tests.chaos.harness", "--records", "4000", "--incarnations", "1"]

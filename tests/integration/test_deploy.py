@@ -14,6 +14,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 import eos
 from eos import testing
 from eos._cache import spark_jars_dir
@@ -28,6 +30,7 @@ def _run(*argv, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path):
     # eos as the cluster gets it: the wheel, zipped for --py-files (a wheel is a zip of the package).
     dist = tmp_path / "dist"

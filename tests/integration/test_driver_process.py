@@ -33,6 +33,7 @@ def _log_end_offsets(bootstrap, topic) -> int:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path):
     """The same program, once per guarantee, with only EOS_PROCESSING_GUARANTEE changed."""
     source, _, sent = seed(bootstrap, names, 500)
@@ -65,6 +66,7 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
     assert seen["exactly_once"][1] > 2_000 + PARTITIONS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["classic", "connect"])
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
@@ -105,6 +107,7 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     assert {s["regrouped"] for s in history} == {api == "connect"}
 
 
+@pytest.mark.slow
 def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):
     """F7: the broker is stopped and started again twice while the pipeline writes transactions."""
     local = broker.require_local()

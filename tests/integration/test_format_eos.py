@@ -47,7 +47,9 @@ def ledger(checkpoint) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-@pytest.mark.parametrize("api", ["classic", "connect"])
+# Connect: `make chaos` (make test kills foreachBatch under Connect in test_driver_process.py).
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["classic", pytest.param("connect", marks=pytest.mark.long)])
 def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp_path, api):
     """The stateful running count through format("eos"); the driver's process group is SIGKILLed
     right after a transaction of a batch committed while others were being written, and a Python

@@ -15,6 +15,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import eos
 from eos import testing
 from tests.support.processes import DriverProcess
@@ -29,6 +31,7 @@ def _run(*argv, cwd=None) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(bootstrap, names, tmp_path):
     dist = tmp_path / "dist"
     _run(sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT))

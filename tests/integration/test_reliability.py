@@ -273,15 +273,16 @@ def _workers_of(root: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-def test_producers_kept_per_worker_stay_bounded_with_64_input_partitions(bootstrap, names, tmp_path):
-    """64 input partitions, 4 batches: each Python worker sees most partitions. One producer kept per
-    partition ever seen was ~5 threads and a few MiB each, forever; the cache keeps at most 8 here."""
+@pytest.mark.slow
+def test_producers_kept_per_worker_stay_bounded_with_32_input_partitions(bootstrap, names, tmp_path):
+    """32 input partitions, 2 batches: each Python worker sees most partitions. One producer kept per
+    partition ever seen was ~5 threads and a few MiB each, forever; the cache keeps at most 4 here."""
     source, output = names("in"), names("out")
-    testing.create_topic(bootstrap, source, 64)
+    testing.create_topic(bootstrap, source, 32)
     testing.create_topic(bootstrap, output, 4)
-    sent = testing.produce_sequence(bootstrap, source, 64, 20)
+    sent = testing.produce_sequence(bootstrap, source, 32, 20)
     summaries = tmp_path / "summaries.jsonl"
-    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_MAX_PRODUCERS_PER_WORKER": "8"}
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_MAX_PRODUCERS_PER_WORKER": "4"}
     proc = start_pipeline(
         bootstrap, names("app"), source, output, tmp_path / "ckpt", summaries, env, max_offsets=320
     )
@@ -294,11 +295,11 @@ def test_producers_kept_per_worker_stay_bounded_with_64_input_partitions(bootstr
     finish(proc)
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result
-    assert len(read_summaries(summaries)) == 4
-    print(f"peak threads and RSS (KiB) of each Python worker over 256 partition tasks: {peak}")
+    assert len(read_summaries(summaries)) == 2
+    print(f"peak threads and RSS (KiB) of each Python worker over 64 partition tasks: {peak}")
     assert peak, "no Python worker was seen"
     for threads, rss in peak.values():
-        # 8 producers of ~5 threads, the admin and group clients, PySpark's own: ~60. One producer per
-        # partition ever seen would be 64 x ~5 on a worker that saw them all.
-        assert threads <= 100, peak
+        # 4 producers of ~3 threads, the admin and group clients, PySpark's own: ~30 (measured 30). One
+        # producer per partition ever seen: ~100 (measured 98 with EOS_MAX_PRODUCERS_PER_WORKER=1000).
+        assert threads <= 50, peak
         assert rss < 600 * 1024, peak

@@ -80,14 +80,20 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processi
     }
 
 
-# Every state mode, Spark API and processing style, each pair of them at least once (4 runs, not 8).
+_LONG = pytest.mark.long
+
+
+# `make test` runs every state mode, Spark API and processing style once (two runs); with the `long`
+# runs (`make chaos`) every pair of them is run at least once.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("state_mode", "api", "processing"),
     [
         ("transactional", "classic", "rows"),
-        ("wipe", "classic", "batch"),
-        ("transactional", "connect", "batch"),
-        ("wipe", "connect", "rows"),
+        ("wipe", "connect", "batch"),
+        pytest.param("wipe", "classic", "batch", marks=_LONG),
+        pytest.param("transactional", "connect", "batch", marks=_LONG),
+        pytest.param("wipe", "connect", "rows", marks=_LONG),
     ],
 )
 def test_stateful_exactly_once_survives_kills_abort_and_lost_state(
@@ -110,7 +116,8 @@ def test_stateful_exactly_once_survives_kills_abort_and_lost_state(
 
 
 # One processing style: what at_least_once does under the faults does not depend on it (the exactly_once
-# runs above take both), and make test has a 20-minute budget.
+# runs above take both), and make test has a 15-minute budget.
+@pytest.mark.slow
 @pytest.mark.parametrize("processing", ["batch"])
 def test_stateful_at_least_once_counts_what_differs(bootstrap, names, tmp_path, processing):
     out = _run_with_faults(bootstrap, names, tmp_path, "at_least_once", "transactional", processing)
