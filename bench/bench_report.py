@@ -22,6 +22,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
     ("eos_exactly_once_regrouped", '3" eos exactly_once, always regrouped (shuffle + sort)'),
+    ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
 )
 BASELINE = ROWS[0][0]
 

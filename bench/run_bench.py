@@ -17,6 +17,7 @@ BENCH_LATENCY_SECONDS, BENCH_LATENCY_RATE, BENCH_PROFILE (py-spy the workers of 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -151,6 +152,17 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 # -- executor-side helpers (pickled by value: this file runs as __main__) --------------------------------
+
+
+@contextlib.contextmanager
+def patched(module, name: str, value):
+    """`module.name` replaced by `value` for the block (a bench row's variant of the sink)."""
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
 
 
 class CommitLog:
@@ -415,15 +427,23 @@ class Bench:
         return self._eos_row("eos_exactly_once_connect", out, "exactly_once", connect=True)
 
     def row_eos_exactly_once_regrouped(self, out: str) -> dict:
-        """Row 3 with the regrouping shuffle and sort forced, as under Spark Connect (its cost, classic)."""
+        """Row 3 as under Spark Connect, classic: no lineage read, so the batch is regrouped (shuffle and
+        sort) and its rows checked against eos_input."""
         from eos import _partitioning
 
-        check = _partitioning.one_topic_partition_per_task
-        _partitioning.one_topic_partition_per_task = lambda df: False
-        try:
+        with patched(_partitioning, "lineage", lambda df: None):
             return self._eos_row("eos_exactly_once_regrouped", out, "exactly_once")
-        finally:
-            _partitioning.one_topic_partition_per_task = check
+
+    def row_eos_exactly_once_input_column(self, out: str) -> dict:
+        """Row 3 with the rows checked against eos_input (as Connect and format("eos") check them), not
+        against the lineage, and not regrouped: the cost of carrying and comparing the column."""
+        from eos import _input, sink
+
+        def by_column(lineage, dtypes):
+            return _input.Provenance(column=_input.INPUT_COLUMN), False
+
+        with patched(sink, "input_provenance", by_column):
+            return self._eos_row("eos_exactly_once_input_column", out, "exactly_once")
 
     def row_eos_exactly_once_format(self, out: str) -> dict:
         """Row 3 written with `df.writeStream.format("eos")` instead of `foreachBatch(eos.sink(...))`."""

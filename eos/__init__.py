@@ -18,6 +18,7 @@ from eos.errors import (
     FatalError,
     FencedError,
     ForeignOffsetError,
+    InputCoordinateError,
     InputOrderError,
     KafkaClientError,
     OutputTypeError,
@@ -31,7 +32,7 @@ from eos.errors import (
     TransactionTimeoutError,
 )
 from eos.records import Output
-from eos.session import read_stream, register, spark_session, starting_offsets
+from eos.session import read_stream, register, spark_session, starting_offsets, with_input_column
 from eos.sink import BatchSummary, Sink, sink
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
@@ -58,6 +59,7 @@ __all__ = [
     "FencedError",
     "ForeachWriter",
     "ForeignOffsetError",
+    "InputCoordinateError",
     "InputOrderError",
     "JsonSerde",
     "KafkaClientError",
@@ -83,4 +85,5 @@ __all__ = [
     "sink",
     "spark_session",
     "starting_offsets",
+    "with_input_column",
 ]

@@ -51,7 +51,7 @@ def tp_runs(
             continue
         topics = batch.column(layout.topic)
         partitions = batch.column(layout.partition)
-        for start, end in _boundaries(topics, partitions):
+        for start, end in boundaries(topics, partitions):
             run = batch.slice(start, end - start)
             tp = (topics[start].as_py(), partitions[start].as_py())
             offsets = run.column(layout.offset)
@@ -73,7 +73,7 @@ def tp_runs(
             yield tp, run
 
 
-def _boundaries(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
+def boundaries(topics: pa.Array, partitions: pa.Array) -> list[tuple[int, int]]:
     """[start, end) of each run of equal (topic, partition) in one batch."""
     n = len(topics)
     first_t, first_p = topics[0], partitions[0]

@@ -31,11 +31,12 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from eos import _clients, _cluster, _ledger
 from eos._arrow import Layout
+from eos._input import INPUT_COLUMN, Provenance
 from eos._log import get_logger
 from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition
 from eos.config import Config, dotted_field
-from eos.errors import ConfigError, InputOrderError
-from eos.sink import batch_layout, check_output_topic
+from eos.errors import BatchSchemaError, ConfigError, InputOrderError
+from eos.sink import batch_layout, check_output_topic, input_column, missing_input_column
 from eos.state import StoreSpec
 
 try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
@@ -183,6 +184,8 @@ class EosDataSource(DataSource):
         settings = settings_of(self.options)  # S1
         dtypes = [(field.name, field.dataType.simpleString()) for field in schema.fields]
         layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
+        if input_column(dtypes) is None:
+            raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
         check_output_topic(settings.config)
         if settings.config.exactly_once:
             _cluster.check_transaction_timeout(settings.config)
@@ -222,6 +225,7 @@ class _Writer(*_WRITER_BASES):
             on_commit=self.functions.on_commit,
             check_input=self.settings.check_input,
             query=context.getLocalProperty(_QUERY_ID),
+            provenance=Provenance(column=INPUT_COLUMN),
         )
         partitions = [row for stats in run_partition(job, iterator) for row in stats.to_pylist()]
         return EosCommit(context.partitionId(), context.attemptNumber(), partitions)

@@ -1,11 +1,24 @@
-"""Whether a task's rows of an input partition begin where the partition's committed offset left off.
+"""Checks on the input coordinates a task receives, before anything of an input partition is written or
+skipped: eos commits each input partition's offsets from the rows' `topic`, `partition` and `offset`
+columns and skips the rows below what is committed, so rows that name another record than their own
+would be written under, or skipped as, the wrong input.
 
-The `foreachBatch` sink regroups a batch so that each input partition is one run in one task (D3). The
-`format("eos")` data source cannot: Spark hands it the query's partitions as they are. Had the Kafka
-source split an input partition across tasks (`minPartitions`, `maxRecordsPerPartition`), or a shuffle
-moved its rows, two tasks would write one partition in one batch under one transactional id, and a task
-holding a later piece that committed first would move the committed offset past the earlier piece,
-whose rows would then be skipped as already written: lost.
+**Coordinates are the records' own** (`check_rows`, every API). Each row is compared with what Spark's
+Kafka source read: in classic `foreachBatch`, the offset range of the Spark partition it was read in,
+from the batch's lineage (`eos._partitioning`; where the sink regroups rows, a column added before the
+shuffle says which partition each was read in); through shuffles and unions, the ranges the batch read;
+elsewhere (Spark Connect, `format("eos")`, `eos.foreach_writer`: no lineage) the `eos_input` column that
+`eos.read_stream` adds, the coordinates as the source read them. A column overwritten (a `partition`
+meant as the output partition, as Spark's Kafka sink reads it), or coordinates copied onto rows that are
+not that record, raise InputCoordinateError naming the column and the first row that differs.
+
+**One task per input partition** (step 3a). The `foreachBatch` sink regroups a batch so that each input
+partition is one run in one task (D3). The `format("eos")` data source cannot: Spark hands it the
+query's partitions as they are. Had the Kafka source split an input partition across tasks
+(`minPartitions`, `maxRecordsPerPartition`), or a shuffle moved its rows, two tasks would write one
+partition in one batch under one transactional id, and a task holding a later piece that committed first
+would move the committed offset past the earlier piece, whose rows would then be skipped as already
+written: lost.
 
 So every offset such a task commits is stamped with its query, its batch and its first row's offset
 (which a retried task or a re-run batch has again; Spark's partition numbers change when a restarted
@@ -24,12 +37,167 @@ source started is its `startingOffsets`, which the sink does not see.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, TopicPartition
 
 from eos import _clients, _kafka, _offsets
+from eos._arrow import Layout, boundaries
+from eos._partitioning import SourceRange
 from eos._scope import PartitionScope
 from eos.config import Config
-from eos.errors import InputOrderError
+from eos.errors import InputCoordinateError, InputOrderError
+
+#: The column `eos.read_stream` adds: each row's input coordinates as Spark's Kafka source read them.
+INPUT_COLUMN = "eos_input"
+INPUT_COLUMN_TYPE = "struct<topic:string,partition:int,offset:bigint>"
+#: The column the sink adds before it regroups a batch (classic Spark): the Spark partition each row was
+#: read in. Tasks drop it with the rest of the columns they do not write.
+READ_IN_COLUMN = "_eos_read_in"
+_COORDINATES = ("topic", "partition", "offset")
+
+
+@attrs.frozen
+class Provenance:
+    """What a task's rows are checked against (see the module): the range each Spark partition read, by
+    partition (`partitions`; each row's partition is the task's own, or `read_in`'s column where the
+    rows were regrouped); else the ranges the batch read (`ranges`); else each row's `column`."""
+
+    partitions: tuple[SourceRange, ...] | None = None
+    read_in: str | None = None
+    ranges: tuple[SourceRange, ...] = ()
+    column: str | None = None
+
+
+def checked_batches(
+    batches: Iterable[pa.RecordBatch], layout: Layout, provenance: Provenance | None, task_partition: int
+) -> Iterator[pa.RecordBatch]:
+    """`batches`, each checked by `check_rows` before it is handed on (without the sink's `read_in`
+    column, which only the check reads)."""
+    for batch in batches:
+        if provenance is None:
+            yield batch
+            continue
+        if batch.num_rows:
+            check_rows(batch, layout, provenance, task_partition)
+        if provenance.read_in is not None:
+            keep = [i for i, name in enumerate(batch.schema.names) if name != provenance.read_in]
+            batch = pa.RecordBatch.from_arrays(
+                [batch.column(i) for i in keep], schema=pa.schema([batch.schema.field(i) for i in keep])
+            )
+        yield batch
+
+
+def check_rows(batch: pa.RecordBatch, layout: Layout, provenance: Provenance, task_partition: int) -> None:
+    """Raise InputCoordinateError for the first row whose input coordinates are not those of the record
+    Spark read it from (see the module); `task_partition`: the Spark partition this task runs."""
+    claimed = [batch.column(name) for name in (layout.topic, layout.partition, layout.offset)]
+    if provenance.column is not None:
+        truth = batch.column(provenance.column).flatten()  # the struct's nulls (no record) become nulls
+        _refuse_first(
+            claimed,
+            [_differs(c, t) for c, t in zip(claimed, truth, strict=True)],
+            layout,
+            lambda i: (
+                f"the Kafka source read it as {_where(t[i].as_py() for t in truth)}"
+                f" (column {provenance.column!r})"
+            ),
+        )
+    elif provenance.partitions is not None:
+        sources = provenance.partitions
+        if provenance.read_in is None:
+            read_in = pa.array([task_partition] * batch.num_rows, pa.int32())
+        else:
+            read_in = batch.column(provenance.read_in)
+        truth = [
+            pa.array([s.topic for s in sources], pa.string()).take(read_in),
+            pa.array([s.partition for s in sources], pa.int32()).take(read_in),
+        ]
+        starts = pa.array([s.start for s in sources], pa.int64()).take(read_in)
+        ends = pa.array([s.end for s in sources], pa.int64()).take(read_in)
+        offset = claimed[2]
+        outside = pc.or_(pc.less(offset, starts), pc.greater_equal(offset, ends))
+        differs = [_differs(claimed[0], truth[0]), _differs(claimed[1], truth[1]), outside]
+
+        def read(i: int) -> str:
+            s = sources[read_in[i].as_py()]
+            return f"Spark read it from {s.topic}/{s.partition} (offsets {s.start} to {s.end - 1})"
+
+        _refuse_first(claimed, differs, layout, read)
+    else:
+        _check_ranges(claimed, provenance.ranges, layout)
+
+
+def _differs(claimed: pa.Array, truth: pa.Array) -> pa.Array:
+    return pc.fill_null(pc.not_equal(claimed, truth), True)
+
+
+def _where(parts) -> str:
+    topic, partition, offset = parts
+    return "no Kafka record (null)" if topic is None else f"{topic}/{partition}@{offset}"
+
+
+def _refuse_first(claimed, differs, layout: Layout, truth_of) -> None:
+    """Raise for the first row where any of `differs` (topic, partition, offset) is true."""
+    anywhere = pc.or_(pc.or_(differs[0], differs[1]), differs[2])
+    if not pc.any(anywhere).as_py():
+        return
+    row = pc.index(anywhere, True).as_py()
+    column = next(n for n, d in zip(_COORDINATES, differs, strict=True) if d[row].as_py())
+    _raise(claimed, row, column, truth_of(row), layout)
+
+
+def _check_ranges(claimed, ranges: tuple[SourceRange, ...], layout: Layout) -> None:
+    """Through shuffles: each topic-partition a row names must be one the batch read, its offset within."""
+    read: dict[tuple[str, int], tuple[int, int]] = {}
+    for r in ranges:
+        start, end = read.get((r.topic, r.partition), (r.start, r.end))
+        read[(r.topic, r.partition)] = (min(start, r.start), max(end, r.end))
+    topics, partitions, offsets = claimed
+    for start, end in boundaries(topics, partitions):
+        tp = (topics[start].as_py(), partitions[start].as_py())
+        run = offsets.slice(start, end - start)
+        if tp not in read:
+            shown = ", ".join(f"{t}/{p}" for t, p in sorted(read)) or "none"
+            _raise(
+                claimed,
+                start,
+                "partition",
+                f"the batch read no such input partition (it read {shown})",
+                layout,
+            )
+        low, high = read[tp]
+        outside = pc.or_(pc.less(run, low), pc.greater_equal(run, high))
+        if pc.any(outside).as_py():
+            row = start + pc.index(outside, True).as_py()
+            _raise(
+                claimed, row, "offset", f"the batch read {tp[0]}/{tp[1]} at offsets {low}-{high - 1}", layout
+            )
+
+
+def _raise(claimed, row: int, column: str, truth: str, layout: Layout) -> None:
+    topic, partition, offset = (c[row].as_py() for c in claimed)
+    name = {"topic": layout.topic, "partition": layout.partition, "offset": layout.offset}[column]
+    hint = ""
+    if column == "partition":
+        hint = (
+            " If the query sets 'partition' to choose the output partition (Spark's Kafka sink reads it"
+            " so), put that in a column of another name and set output_partition_column to it."
+        )
+    raise InputCoordinateError(
+        f"column {name!r} does not hold the input coordinate of the record its row came from: a row says"
+        f" {topic}/{partition}@{offset}, but {truth}. eos commits each input partition's offsets from"
+        " the rows' topic, partition and offset columns, which must be the Kafka source's own (not"
+        " overwritten, nor copied onto other rows). Nothing of that input partition was written or"
+        f" skipped by this task.{hint}",
+        column=name,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+    )
 
 
 def unseen_record(config: Config, topic: str, partition: int, committed: int, first: int) -> int | None:

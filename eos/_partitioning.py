@@ -1,69 +1,137 @@
-"""Whether a batch already has each input topic-partition in its own Spark partition, in offset order.
+"""What Spark's Kafka source read for a batch, from the batch's lineage in the JVM (classic Spark).
 
-eos needs all of an input topic-partition's rows of a batch in one task (one transactional.id, one
-writer), in offset order. Spark's Kafka source gives each topic-partition its own Spark partition, read
-in offset order, unless it was told to split them (`minPartitions`, `maxRecordsPerPartition`); a shuffle
-since then would mix them. Where neither happened, the regrouping shuffle and sort in `Sink.__call__`
-only cost time: every row would be written to shuffle files and read back to land where it was.
+eos needs two things from it. Which Kafka offset range each Spark partition of the batch read, so that
+a task can check that its rows' `topic`/`partition`/`offset` columns are those of the records it was
+given (`eos._input.check_rows`): a column overwritten in the query, say a `partition` meant as the
+output partition as in Spark's Kafka sink, would otherwise make tasks write or skip rows under another
+input partition's offsets. And whether each input topic-partition is already one run in one task, in
+offset order (D3): Spark's Kafka source gives each topic-partition its own Spark partition unless it was
+told to split them (`minPartitions`, `maxRecordsPerPartition`), and then the regrouping shuffle and sort
+in `Sink.__call__` only cost time.
 
-`one_topic_partition_per_task` answers from the batch's lineage in the JVM (classic Spark), without
-running a job: every step from the batch down to the source must be one-to-one (no shuffle, no union,
-no coalesce), the source must be Spark's Kafka source, and each of its partitions must read exactly one
-Kafka topic-partition that no other partition reads. Anything else answers False and the sink regroups.
-
-Under Spark Connect the answer is always False: the batch reaches `foreachBatch` on the server as an
-opaque relation (`Scan ExistingRDD` in its plan) with no lineage a client can read, and finding out from
-the data means reading the whole batch from Kafka once more, which costs more than the shuffle it would
-save (docs/design.md has the measurements). The tasks check the order they receive either way
-(`eos._arrow.tp_runs`), so a wrong answer fails loudly instead of committing out of order.
+`lineage` reads both without running a job. Where every step from the batch down to the source is
+one-to-one (no shuffle, no union, no coalesce), Spark partition i of the batch is partition i of Spark's
+Kafka source, whose input partition names its offset range (`Lineage.partitions`). Through shuffles and
+unions only the ranges the batch read are known (`Lineage.ranges`). None: not classic Spark (Spark
+Connect hands `foreachBatch` an opaque relation with no lineage a client can read), no Kafka source in
+the lineage, or a lineage this Spark version shapes otherwise; the sink then checks the rows against
+the `eos_input` column instead (`eos._input`).
 """
 
 from __future__ import annotations
 
+import attrs
+
 _ONE_TO_ONE = "org.apache.spark.OneToOneDependency"
+#: a data source's RDD (the streaming Kafka source, and batch reads with the v2 source)
 _SOURCE_RDD = "org.apache.spark.sql.execution.datasources.v2.DataSourceRDD"
 _KAFKA_PARTITION = "org.apache.spark.sql.kafka010.KafkaBatchInputPartition"
+#: the RDD of `spark.read.format("kafka")` (a v1 source by default), whose partitions are the ranges
+_KAFKA_RDD = "org.apache.spark.sql.kafka010.KafkaSourceRDD"
+_SOURCE_RDDS = (_SOURCE_RDD, _KAFKA_RDD)
 _MAX_DEPTH = 200
 
 
-def one_topic_partition_per_task(df) -> bool:
-    """True when each Spark partition of `df` holds the rows of one Kafka topic-partition, in the
-    order the source read them, and no two Spark partitions share a topic-partition."""
+@attrs.frozen
+class SourceRange:
+    """Offsets [start, end) of Kafka topic-partition topic/partition, as Spark's Kafka source read them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@attrs.frozen
+class Lineage:
+    #: the range each Spark partition of the batch read, by partition index; None where a step between
+    #: the batch and the source is not one-to-one
+    partitions: tuple[SourceRange, ...] | None
+    #: every range the batch read (a topic-partition split by the source has several)
+    ranges: tuple[SourceRange, ...]
+
+    @property
+    def one_run_per_task(self) -> bool:
+        """Each Spark partition holds one Kafka topic-partition that no other partition holds."""
+        if self.partitions is None:
+            return False
+        tps = [(r.topic, r.partition) for r in self.partitions]
+        return len(set(tps)) == len(tps)
+
+
+def lineage(df) -> Lineage | None:
+    """What Spark's Kafka source read for `df` (see the module), or None where it cannot be known."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:  # Spark Connect: no JVM handle on the client side
-        return False
+        return None
     try:
-        return _check(jdf.queryExecution().toRdd())
-    except Exception:  # noqa: BLE001 - not inspectable (another Spark version, ...): regroup
-        return False
+        return _read(jdf.queryExecution().toRdd())
+    except Exception:  # noqa: BLE001 - not inspectable (another Spark version, ...)
+        return None
 
 
-def _check(rdd) -> bool:
+def _read(rdd) -> Lineage | None:
+    chain = _one_to_one_source(rdd)
+    if chain is not None:
+        partitions = _ranges_of(chain)
+        return None if partitions is None else Lineage(partitions, partitions)
+    ranges: list[SourceRange] = []
+    seen: set[int] = set()
+    todo = [rdd]
+    while todo:
+        if len(seen) > _MAX_DEPTH:
+            return None
+        node = todo.pop()
+        if node.id() in seen:
+            continue
+        seen.add(node.id())
+        if node.getClass().getName() in _SOURCE_RDDS:
+            found = _ranges_of(node)
+            if found is None:
+                return None  # a source that is not Kafka: its rows carry no coordinates of their own
+            ranges.extend(found)
+        deps = node.dependencies()
+        todo.extend(deps.apply(i).rdd() for i in range(deps.size()))
+    return Lineage(None, tuple(ranges)) if ranges else None
+
+
+def _one_to_one_source(rdd):
+    """The source RDD at the end of a chain of one-to-one dependencies from `rdd`, else None."""
     for _ in range(_MAX_DEPTH):
         deps = rdd.dependencies()
         if deps.size() == 0:
-            break
+            return rdd if rdd.getClass().getName() in _SOURCE_RDDS else None
         if deps.size() != 1:
-            return False
+            return None
         dep = deps.apply(0)
         if dep.getClass().getName() != _ONE_TO_ONE:
-            return False
+            return None
         rdd = dep.rdd()
-    else:
-        return False
-    if rdd.getClass().getName() != _SOURCE_RDD:
-        return False
-    seen: set[tuple[str, int]] = set()
-    for part in rdd.partitions():
-        source = _only_input(part)
-        if source is None or source.getClass().getName() != _KAFKA_PARTITION:
-            return False
-        tp = source.offsetRange().topicPartition()
-        key = (tp.topic(), tp.partition())
-        if key in seen:
-            return False
-        seen.add(key)
-    return True
+    return None
+
+
+def _ranges_of(source) -> tuple[SourceRange, ...] | None:
+    """The Kafka range of each partition of a source RDD, or None if one is not a Kafka range."""
+    if source.getClass().getName() == _KAFKA_RDD:
+        return tuple(_range(part.offsetRange()) for part in source.partitions())
+    out = []
+    for part in source.partitions():
+        one = _only_input(part)
+        if one is None or one.getClass().getName() != _KAFKA_PARTITION:
+            return None
+        out.append(_range(one.offsetRange()))
+    return tuple(out)
+
+
+#: a batch read's range may name the partition's start (-2) or end (-1), resolved when the task runs
+_OPEN_END = 2**63 - 1
+
+
+def _range(offsets) -> SourceRange:
+    """A `KafkaOffsetRange` of Spark's Kafka connector (open where it names earliest or latest)."""
+    tp = offsets.topicPartition()
+    start, end = offsets.fromOffset(), offsets.untilOffset()
+    return SourceRange(tp.topic(), tp.partition(), max(start, 0), end if end >= 0 else _OPEN_END)
 
 
 def _only_input(part):

@@ -22,15 +22,23 @@ from typing import Any
 
 import pyarrow as pa
 
+from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
 from eos._task import Job, OnCommit, PartitionTask, Process
 from eos.config import Config
-from eos.errors import InputOrderError
-from eos.sink import batch_layout, store_specs
+from eos.errors import BatchSchemaError, InputOrderError
+from eos.sink import batch_layout, input_column, missing_input_column, store_specs
 from eos.state import StoreSpec
 
 #: Rows gathered before they are fed to the task as one Arrow batch.
 ROWS = 1_000
-_KAFKA_TYPES = {"topic": "string", "partition": "int", "offset": "bigint", "value": "binary", "key": "binary"}
+_KAFKA_TYPES = {
+    "topic": "string",
+    "partition": "int",
+    "offset": "bigint",
+    "value": "binary",
+    "key": "binary",
+    INPUT_COLUMN: INPUT_COLUMN_TYPE,
+}
 _QUERY_ID = "sql.streaming.queryId"
 
 
@@ -92,6 +100,8 @@ class ForeachWriter:
 
         dtypes = [(name, _KAFKA_TYPES.get(name, "unknown")) for name in values]
         layout, _ = batch_layout(self.config, dtypes, self.process_row is not None)
+        if input_column(dtypes) is None:
+            raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
         context = TaskContext.get()
         job = Job(
             config=self.config,
@@ -104,12 +114,16 @@ class ForeachWriter:
             query=context.getLocalProperty(_QUERY_ID) if context is not None else None,
         )
         self.task = PartitionTask(job, values["topic"], values["partition"])
-        self.task.start(_batch([values]))
+        self.task.start(_batch([values]))  # steps 1-4: nothing is written or skipped before _feed
 
     def _feed(self) -> None:
         if self.rows:
             batch, self.rows = _batch(self.rows), []
+            check_rows(batch, self.task.layout, _PROVENANCE, -1)
             self.task.feed(batch)
+
+
+_PROVENANCE = Provenance(column=INPUT_COLUMN)
 
 
 def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:

@@ -125,6 +125,9 @@ class Job:
     check_input: bool = False
     #: the streaming query's id, which `batch_id` belongs to (`format("eos")`)
     query: str | None = None
+    #: what each row's input coordinates are checked against before anything is written or skipped
+    #: (`eos._input.check_rows`); None: the caller built the rows itself (tests, tools)
+    provenance: _input.Provenance | None = None
 
 
 class PartitionTask:
@@ -505,13 +508,20 @@ class PartitionTask:
 
 def run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` function: one PartitionTask per input topic-partition run; yields its stats row.
+    Each batch's input coordinates are checked first (`eos._input.check_rows`).
 
     Afterwards, trims the worker's import caches so that PySpark's set-up of its next task is cheap
     (see `eos._worker`).
     """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    checked = _input.checked_batches(
+        batches, job.layout, job.provenance, context.partitionId() if context is not None else -1
+    )
     try:
         for (topic, partition), runs in itertools.groupby(
-            _arrow.tp_runs(batches, job.layout), key=lambda item: item[0]
+            _arrow.tp_runs(checked, job.layout), key=lambda item: item[0]
         ):
             stats = PartitionTask(job, topic, partition).run(run for _, run in runs)
             yield pa.RecordBatch.from_pylist([attrs.asdict(stats)], schema=STATS_SCHEMA)

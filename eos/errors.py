@@ -17,7 +17,11 @@
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
     │   ├── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
-    │   └── InputOrderError     an input partition's rows reached a task split or out of offset order
+    │   ├── InputOrderError     an input partition's rows reached a task split or out of offset order
+    │   └── InputCoordinateError
+    │                           a row's topic/partition/offset are not those of the record Spark read
+    │                           it from; raised before anything of that input partition is written or
+    │                           skipped
     └── KafkaClientError        a Kafka client call failed; the subclass is its class in librdkafka's model:
         ├── RetriableError      the same call may succeed again (raised once its deadline has passed)
         ├── TransactionAbortableError
@@ -114,6 +118,20 @@ class ProduceError(RecordError):
 
 class InputOrderError(RecordError):
     """The rows of an input topic-partition did not reach one task as one run in offset order."""
+
+
+class InputCoordinateError(RecordError):
+    """A row's input coordinates (`topic`, `partition`, `offset`) are not the record Spark read it from:
+    a column overwritten, or coordinates copied onto rows that are not that record. `column` names the
+    first column that differs; topic/partition/offset are what the row says (not a record's name, so
+    the message does not call them one)."""
+
+    def __init__(self, message: str, *, column: str, topic: str, partition: int, offset: int) -> None:
+        self.column = column
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        EosError.__init__(self, message)
 
 
 class KafkaClientError(EosError):

@@ -13,6 +13,7 @@ from typing import Any
 from eos import _cluster, _offsets
 from eos._cache import connector_package, spark_jars_dir
 from eos._clients import spark_source_options
+from eos._input import INPUT_COLUMN
 from eos._localbroker import free_port
 from eos._log import get_logger
 from eos._task import OnCommit, Process, ProcessBatch
@@ -187,7 +188,19 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
     }
     for key, value in all_options.items():
         reader = reader.option(key, value)
-    return reader.load()
+    return with_input_column(reader.load())
+
+
+def with_input_column(df):
+    """`df`, as Spark's Kafka source loaded it, with the column `eos_input`: each row's input coordinates
+    (struct of topic, partition, offset) as the source read them. Where eos cannot see which Kafka
+    partition Spark read a row from (Spark Connect, `format("eos")`, `eos.foreach_writer`), it checks the
+    row's `topic`, `partition` and `offset` against this column before writing or skipping anything, so
+    that an overwritten column fails the query instead of losing input. `read_stream` adds it; call
+    this right after `spark.readStream.format("kafka")...load()`, before the query changes any column."""
+    if INPUT_COLUMN in df.columns:
+        return df
+    return df.selectExpr("*", f"struct(topic, partition, offset) AS {INPUT_COLUMN}")
 
 
 def register(

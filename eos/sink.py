@@ -4,10 +4,13 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
     D1. checks the batch's columns (before any transaction begins);
     D2. checks that a broker answers and the configured output topic exists (and, once, that
        transaction_timeout_ms is within the broker's transaction.max.timeout.ms);
-    D3. groups the rows so that each input topic-partition is one run in offset order in one Spark task:
-       nothing to do where the Kafka source already gave each topic-partition its own Spark partition
-       (`_partitioning`, classic Spark only), else a shuffle by (topic, partition) and a sort by offset,
-       e.g. where the source split them (minPartitions / maxRecordsPerPartition) or under Spark Connect;
+    D3. decides what the tasks check each row's input coordinates against (`eos._input`): the Kafka
+       range of the Spark partition it was read in, from the batch's lineage (`_partitioning`, classic
+       Spark), else the `eos_input` column (Spark Connect), and groups the rows so that each input
+       topic-partition is one run in offset order in one Spark task: nothing to do where the Kafka source
+       already gave each topic-partition its own Spark partition, else a shuffle by (topic, partition)
+       and a sort by offset, e.g. where the source split them (minPartitions / maxRecordsPerPartition)
+       or under Spark Connect;
     D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
     D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
@@ -25,6 +28,7 @@ import attrs
 
 from eos import _cluster, _offsets, _partitioning
 from eos._arrow import Layout
+from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._log import get_logger
 from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition
 from eos.config import Config
@@ -134,8 +138,12 @@ class Sink:
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
+        provenance, regrouped = input_provenance(_partitioning.lineage(batch_df), batch_df.dtypes)  # 3
+        if provenance.column is not None and provenance.column not in columns:
+            columns = [*columns, provenance.column]
         selected = batch_df.select(*columns)
-        regrouped = not _partitioning.one_topic_partition_per_task(selected)  # 3
+        if provenance.read_in is not None:  # evaluated where the rows are read, before the shuffle
+            selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
         if regrouped:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
@@ -148,6 +156,7 @@ class Sink:
             process_batch=self.process_batch,
             stores=self.stores,
             on_commit=self.on_commit,
+            provenance=provenance,
         )
         rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
         stats = [row.asDict() for row in rows]
@@ -247,6 +256,50 @@ def batch_layout(
         out_partition=out_partition,
     )
     return layout, columns
+
+
+def input_provenance(
+    lineage: _partitioning.Lineage | None, dtypes: list[tuple[str, str]]
+) -> tuple[Provenance, bool]:
+    """D3: what the tasks check each row's input coordinates against, and whether the batch needs
+    regrouping. Classic Spark's lineage names the Kafka range each Spark partition read; where it cannot
+    be read (Spark Connect), each row must carry `eos_input` (`eos.read_stream` adds it)."""
+    if lineage is not None and lineage.partitions is not None:
+        if lineage.one_run_per_task:
+            return Provenance(partitions=lineage.partitions), False
+        return Provenance(partitions=lineage.partitions, read_in=READ_IN_COLUMN), True
+    if input_column(dtypes) is not None:
+        return Provenance(column=INPUT_COLUMN), True
+    if lineage is not None:
+        return Provenance(ranges=lineage.ranges), True
+    raise BatchSchemaError(
+        missing_input_column("Spark Connect hands foreachBatch no lineage to read it from")
+    )
+
+
+def input_column(dtypes: list[tuple[str, str]]) -> str | None:
+    """`eos_input` if the batch has it (with its type checked), else None."""
+    types = dict(dtypes)
+    if INPUT_COLUMN not in types:
+        return None
+    if types[INPUT_COLUMN].replace(" ", "") != INPUT_COLUMN_TYPE:
+        raise BatchSchemaError(
+            f"column {INPUT_COLUMN!r} has type {types[INPUT_COLUMN]}, expected {INPUT_COLUMN_TYPE}: it"
+            " holds each row's input coordinates as the Kafka source read them (eos.read_stream adds it)."
+            " Nothing was written."
+        )
+    return INPUT_COLUMN
+
+
+def missing_input_column(why: str) -> str:
+    """The message for a batch without `eos_input` where eos needs it (`why`)."""
+    return (
+        f"batch has no {INPUT_COLUMN!r} column: eos checks that each row's topic, partition and offset are"
+        " the Kafka record's own before it writes or skips anything, and here it can only check them"
+        f" against {INPUT_COLUMN!r} ({why}). eos.read_stream adds it; for a DataFrame from"
+        ' spark.readStream.format("kafka"), add it right after load() with eos.with_input_column(df), and'
+        " keep it in the DataFrame you write. Nothing was written."
+    )
 
 
 def check_output_topic(config: Config) -> None:

@@ -83,11 +83,22 @@ def bootstrap(broker: Broker) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(broker: Broker):
+def connect(broker: Broker):
+    """A Spark Connect session to a server in this process's JVM (which also hosts `spark`, whose
+    teardown stops both)."""
+    import eos
+
+    return eos.spark_session("eos-tests", remote="local")
+
+
+@pytest.fixture(scope="session")
+def spark(connect):
+    """The classic session (its JVM hosts the Connect server of `connect`: one JVM for both)."""
     import eos
 
     session = eos.spark_session("eos-tests")
     yield session
+    connect.stop()  # first: it releases its server-side session, which needs the server up
     session.stop()
 
 

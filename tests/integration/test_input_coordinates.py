@@ -1,0 +1,173 @@
+"""Input coordinates that are not the records' own fail the query before anything of that input partition
+is written or skipped, in every API. Before this check, a `partition` column overwritten with 0 (what a
+user migrating from Spark's Kafka sink writes for the output partition) made classic `foreachBatch` and
+`eos.foreach_writer` exit 0 with 3 of 4 input partitions never written (their rows skipped as "already
+written" under partition 0's committed offset), and `format("eos")` commit partition 0 from whichever
+task came first before its driver-side check refused the batch."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import seed
+
+import eos
+from eos import _offsets, testing
+
+PARTITIONS = 4
+PER_PARTITION = 250
+
+_FORMAT_EOS = pytest.mark.skipif(
+    int(__import__("pyspark").__version__.split(".")[0]) < 4, reason="Python data sources need PySpark 4.0+"
+)
+
+
+def _overwrite(df, column: str, sql: str):
+    """`df` with `column` replaced by the SQL expression `sql` (classic and Connect alike)."""
+    return df.selectExpr(*(f"{sql} AS `{c}`" if c == column else f"`{c}`" for c in df.columns))
+
+
+def _start(session, api, config, df, checkpoint):
+    if api.startswith("foreachBatch"):
+        writer = df.writeStream.foreachBatch(eos.sink(config))
+    elif api == "format_eos":
+        writer = df.writeStream.format("eos")
+        options = {
+            "kafka.bootstrap.servers": config.bootstrap_servers,
+            "topic": config.output_topic,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": config.processing_guarantee,
+        }
+        for key, value in options.items():
+            writer = writer.option(key, value)
+    else:
+        writer = df.writeStream.foreach(eos.foreach_writer(config))
+    return writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+
+
+def _failure(query) -> str:
+    with pytest.raises(Exception) as info:
+        query.awaitTermination()
+    return str(info.value)
+
+
+def _nothing_wrong_committed(bootstrap, config, source, output, sent):
+    """The output holds no record twice and no record that is not input; only partition 0 (whose rows
+    say 0 rightly) may have committed an offset, and only its own rows."""
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(testing.flatten(sent), records, hanging)
+    assert result.duplicated == result.unexpected == result.out_of_order == 0, result
+    committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
+    assert {p: committed[(source, p)] for p in range(1, PARTITIONS)} == dict.fromkeys(range(1, PARTITIONS))
+    assert committed[(source, 0)] in (None, PER_PARTITION)
+    assert result.received == (committed[(source, 0)] or 0), result
+
+
+@pytest.mark.parametrize(
+    "api",
+    [
+        "foreachBatch-classic",
+        "foreachBatch-connect",
+        pytest.param("format_eos", marks=_FORMAT_EOS),
+        "foreach_writer",
+    ],
+)
+def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_written(
+    spark, connect, bootstrap, names, tmp_path, api
+):
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    session = connect if api == "foreachBatch-connect" else spark
+    df = eos.read_stream(session, config, [source])
+    checkpoint = tmp_path / "ckpt"
+
+    message = _failure(_start(session, api, config, _overwrite(df, "partition", "0"), checkpoint))
+    assert "InputCoordinateError" in message and "column 'partition'" in message, message
+    assert f"a row says {source}/0@" in message and "output_partition_column" in message, message
+    _nothing_wrong_committed(bootstrap, config, source, output, sent)
+
+    # The query fixed, on the same checkpoint: the failed batch runs again and every record is written once.
+    _start(session, api, config, df, checkpoint).awaitTermination()
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result
+
+
+@pytest.mark.parametrize(
+    ("column", "sql", "source_options"),
+    [
+        ("offset", "offset + 1", {}),
+        ("topic", "'elsewhere'", {}),
+        # split by the source: the sink regroups, each row tagged with the Spark partition it was read in
+        ("partition", "0", {"minPartitions": "8"}),
+        # a shuffle in the query: the lineage names only the ranges the batch read; eos_input names the rows
+        ("partition", "(partition + 1) % 4", {"repartition": True}),
+    ],
+)
+def test_classic_lineage_and_eos_input_name_the_overwritten_column(
+    spark, bootstrap, names, tmp_path, column, sql, source_options
+):
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    options = dict(source_options)
+    shuffle = options.pop("repartition", False)
+    df = eos.read_stream(spark, config, [source], **options)
+    if shuffle:
+        df = df.repartition(3)
+    query = _start(spark, "foreachBatch-classic", config, _overwrite(df, column, sql), tmp_path / "ckpt")
+    message = _failure(query)
+    assert "InputCoordinateError" in message and f"column '{column}'" in message, message
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == [], records
+    result = testing.compare(testing.flatten(sent), records, [])
+    assert result.duplicated == result.unexpected == 0, result
+
+
+def test_rows_of_another_source_with_copied_coordinates_are_refused(spark, bootstrap, names, tmp_path):
+    """A union of the Kafka stream with rows from elsewhere (the rate source) that carry made-up
+    coordinates: the lineage is no longer one-to-one, and `eos_input` says those rows are no record."""
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    kafka = eos.read_stream(spark, config, [source]).select(
+        "topic", "partition", "offset", "value", "eos_input"
+    )
+    made_up = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", "50")
+        .load()
+        .selectExpr(
+            f"'{source}' AS topic",
+            "0 AS partition",
+            f"value + {PER_PARTITION} AS offset",
+            "cast(value AS string) AS value",
+            "cast(NULL AS struct<topic:string,partition:int,offset:bigint>) AS eos_input",
+        )
+    )
+    query = (
+        kafka.union(made_up)
+        .writeStream.foreachBatch(eos.sink(config))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        message = _failure(query)
+    finally:
+        query.stop()
+    assert "InputCoordinateError" in message and "no Kafka record (null)" in message, message
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(testing.flatten(sent), records, [])
+    assert result.duplicated == result.unexpected == 0, result

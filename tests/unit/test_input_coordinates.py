@@ -1,0 +1,103 @@
+"""`eos._input.check_rows`: each row's topic/partition/offset against what Spark read, every way the
+sink knows it (the integration tests run the same through Spark in every API)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from eos._arrow import Layout
+from eos._input import INPUT_COLUMN, READ_IN_COLUMN, Provenance, check_rows, checked_batches
+from eos._partitioning import SourceRange
+from eos.errors import InputCoordinateError
+
+LAYOUT = Layout(value="value")
+INPUT_TYPE = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+
+
+def _batch(rows, truth=None, read_in=None) -> pa.RecordBatch:
+    arrays = {
+        "topic": pa.array([r[0] for r in rows], pa.string()),
+        "partition": pa.array([r[1] for r in rows], pa.int32()),
+        "offset": pa.array([r[2] for r in rows], pa.int64()),
+        "value": pa.array([b"v"] * len(rows), pa.binary()),
+    }
+    if truth is not None:
+        arrays[INPUT_COLUMN] = pa.array(
+            [
+                None if t is None else dict(zip(("topic", "partition", "offset"), t, strict=True))
+                for t in truth
+            ],
+            INPUT_TYPE,
+        )
+    if read_in is not None:
+        arrays[READ_IN_COLUMN] = pa.array(read_in, pa.int32())
+    return pa.RecordBatch.from_pydict(arrays)
+
+
+BY_COLUMN = Provenance(column=INPUT_COLUMN)
+
+
+def test_rows_that_are_their_records_pass():
+    rows = [("in", 1, 10), ("in", 1, 11)]
+    check_rows(_batch(rows, truth=rows), LAYOUT, BY_COLUMN, 0)
+
+
+@pytest.mark.parametrize(
+    ("row", "column"),
+    [(("in", 0, 11), "partition"), (("other", 1, 11), "topic"), (("in", 1, 12), "offset")],
+)
+def test_the_first_differing_column_and_row_are_named(row, column):
+    truth = [("in", 1, 10), ("in", 1, 11)]
+    with pytest.raises(InputCoordinateError) as info:
+        check_rows(_batch([truth[0], row], truth=truth), LAYOUT, BY_COLUMN, 0)
+    err = info.value
+    assert err.column == column
+    assert (err.topic, err.partition, err.offset) == row
+    assert "as in/1@11" in str(err) and f"says {row[0]}/{row[1]}@{row[2]}" in str(err)
+    assert ("output_partition_column" in str(err)) == (column == "partition")
+
+
+def test_a_row_that_is_no_record_is_refused():
+    with pytest.raises(InputCoordinateError, match=r"no Kafka record \(null\)"):
+        check_rows(_batch([("in", 0, 5)], truth=[None]), LAYOUT, BY_COLUMN, 0)
+
+
+SOURCES = (SourceRange("in", 0, 0, 100), SourceRange("in", 1, 0, 100), SourceRange("in", 1, 100, 200))
+
+
+def test_the_task_partition_names_the_range_its_rows_were_read_from():
+    by_partition = Provenance(partitions=SOURCES)
+    check_rows(_batch([("in", 1, 5), ("in", 1, 99)]), LAYOUT, by_partition, 1)
+    with pytest.raises(InputCoordinateError, match=r"read it from in/0 \(offsets 0 to 99\)") as info:
+        check_rows(_batch([("in", 1, 5)]), LAYOUT, by_partition, 0)
+    assert info.value.column == "partition"
+    with pytest.raises(InputCoordinateError) as info:
+        check_rows(_batch([("in", 1, 99), ("in", 1, 100)]), LAYOUT, by_partition, 1)
+    assert (info.value.column, info.value.offset) == ("offset", 100)
+
+
+def test_a_regrouped_row_is_checked_against_the_partition_it_was_read_in_and_the_tag_dropped():
+    tagged = Provenance(partitions=SOURCES, read_in=READ_IN_COLUMN)
+    good = _batch([("in", 1, 99), ("in", 1, 100)], read_in=[1, 2])
+    (out,) = checked_batches([good], LAYOUT, tagged, 7)
+    assert out.schema.names == ["topic", "partition", "offset", "value"]
+    with pytest.raises(InputCoordinateError) as info:
+        check_rows(_batch([("in", 1, 99), ("in", 1, 100)], read_in=[1, 0]), LAYOUT, tagged, 7)
+    assert (info.value.column, info.value.offset) == ("partition", 100)
+
+
+def test_through_a_shuffle_rows_must_lie_in_the_ranges_the_batch_read():
+    ranges = Provenance(ranges=SOURCES)
+    check_rows(_batch([("in", 1, 0), ("in", 1, 199), ("in", 0, 3)]), LAYOUT, ranges, 0)
+    with pytest.raises(InputCoordinateError, match="read in/1 at offsets 0-199") as info:
+        check_rows(_batch([("in", 1, 199), ("in", 1, 200)]), LAYOUT, ranges, 0)
+    assert info.value.column == "offset"
+    with pytest.raises(InputCoordinateError, match="read no such input partition") as info:
+        check_rows(_batch([("in", 2, 0)]), LAYOUT, ranges, 0)
+    assert info.value.column == "partition"
+
+
+def test_without_provenance_batches_pass_unchecked():
+    batch = _batch([("in", 9, 1)])
+    assert list(checked_batches([batch], LAYOUT, None, 0)) == [batch]
