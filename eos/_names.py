@@ -12,8 +12,9 @@ On the broker, for an app id `app` and input topic-partition `t`/`p`:
 
 On disk, under `state_dir`:
     <state_dir>/<app>/<t>-<p>/<store>.sqlite (+ -wal, -shm)   the local store (SQLite, WAL mode)
-    <state_dir>/<app>/<t>-<p>/<store>.checkpoint               {"changelog_offset": N}: the store is
-                                                                clean and reflects its changelog up to N
+    <state_dir>/<app>/<t>-<p>/<store>.checkpoint               {"changelog_offset": N, "changelog_id":
+                                                                topic id, "written_at": epoch s}: the store
+                                                                is clean and reflects that changelog up to N
     <state_dir>/<app>/<t>-<p>/<store>.lock                     flock: one writer per store on a host
 """
 
@@ -23,6 +24,8 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+
+import attrs
 
 # -- on the broker ----------------------------------------------------------------------------------
 
@@ -56,6 +59,16 @@ def changelog_topic(app_id: str, input_topic: str, store: str) -> str:
 #: the header of a changelog record naming the input offset that wrote it (at_least_once restores skip
 #: records of input at or past the committed offset)
 INPUT_OFFSET_HEADER = "eos.input.offset"
+#: the header of a changelog record naming the store it belongs to (`changelog_owner`): names of two
+#: apps' changelogs can collide (app `a` reading `b-c` and app `a-b` reading `c`), and a restore refuses
+#: records of another owner
+OWNER_HEADER = "eos.owner"
+
+
+def changelog_owner(app_id: str, input_topic: str, store: str) -> bytes:
+    """`app/topic/store`: '/' occurs in none of the three (store names are checked like topic names)."""
+    return f"{app_id}/{input_topic}/{store}".encode()
+
 
 # -- on disk ----------------------------------------------------------------------------------------
 
@@ -105,18 +118,38 @@ def store_names(directory: Path) -> list[str]:
 # -- the checkpoint file ----------------------------------------------------------------------------
 
 
-def read_checkpoint(path: Path) -> int | None:
-    """The changelog offset a checkpoint file records; a missing or unreadable file is no checkpoint."""
+@attrs.frozen
+class StoreCheckpoint:
+    """A store's checkpoint file: the store is clean and reflects the changelog whose topic id is
+    `changelog_id` up to `changelog_offset` (the database's meta table holds the offset it reflects),
+    as of `written_at` (epoch seconds)."""
+
+    changelog_offset: int
+    #: None in files written before eos recorded it: such a store is restored again once
+    changelog_id: str | None = None
+    written_at: float | None = None
+    #: at_least_once, during a restore: changelog records of input at or past this offset are not applied
+    skip_from: int | None = None
+
+
+def read_checkpoint(path: Path) -> StoreCheckpoint | None:
+    """A store's checkpoint file; a missing or unreadable file is no checkpoint."""
     try:
-        return int(json.loads(path.read_text())["changelog_offset"])
-    except (OSError, ValueError, KeyError, TypeError):
+        fields = json.loads(path.read_text())
+        return StoreCheckpoint(
+            int(fields["changelog_offset"]),
+            fields.get("changelog_id"),
+            fields.get("written_at"),
+            fields.get("skip_from"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def write_checkpoint(path: Path, changelog_offset: int) -> None:
+def write_checkpoint(path: Path, checkpoint: StoreCheckpoint) -> None:
     """Atomically (write a temporary file, rename it over)."""
     tmp = path.with_suffix(CHECKPOINT + ".tmp")
-    tmp.write_text(json.dumps({"changelog_offset": changelog_offset}))
+    tmp.write_text(json.dumps({k: v for k, v in attrs.asdict(checkpoint).items() if v is not None}))
     os.replace(tmp, path)
 
 

@@ -18,6 +18,7 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -32,10 +33,11 @@ from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenan
 from eos._log import get_logger
 from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition
 from eos.config import Config
-from eos.errors import BatchSchemaError
+from eos.errors import BatchSchemaError, ConfigError
 from eos.state import StoreSpec
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
+_STORE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _BYTES = ("binary", "string")
 _HEADERS = "array<struct<key:string,value:binary>>"
 
@@ -203,6 +205,13 @@ def store_specs(
         name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
         for name, spec in (stores or {}).items()
     }
+    for name in specs:
+        if not isinstance(name, str) or not _STORE_NAME.match(name) or len(name) > 100:
+            raise ConfigError(
+                "stores",
+                f"store name {name!r} must be 1-100 characters of letters, digits, '.', '_' or '-' (it names"
+                " the store's changelog topic and files)",
+            )
     if specs and process is None and process_batch is None:
         raise ValueError("state stores are used by a process function: pass process= or process_batch=")
     return specs

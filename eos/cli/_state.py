@@ -66,6 +66,7 @@ def scan(state_dir: str | Path, app: str) -> list[StoreInfo]:
     for topic, partition, directory in _names.partition_dirs(state_dir, app):
         for name in _names.store_names(directory):
             keys, local = read_database(_names.store_file(directory, name, _names.DATABASE))
+            checkpoint = _names.read_checkpoint(_names.store_file(directory, name, _names.CHECKPOINT))
             out.append(
                 StoreInfo(
                     topic=topic,
@@ -73,7 +74,7 @@ def scan(state_dir: str | Path, app: str) -> list[StoreInfo]:
                     store=name,
                     directory=directory,
                     keys=keys,
-                    checkpoint=_names.read_checkpoint(_names.store_file(directory, name, _names.CHECKPOINT)),
+                    checkpoint=checkpoint.changelog_offset if checkpoint is not None else None,
                     local=local,
                     locked=is_locked(_names.store_file(directory, name, _names.LOCK)),
                 )

@@ -2,7 +2,9 @@
 back by the restore loop. What to restore, and from where, is decided in `_partition.py`.
 
 One changelog per (input topic, store), named by `eos._names.changelog_topic`, with one partition per
-input partition; every record carries the input offset that wrote it (`INPUT_OFFSET_HEADER`).
+input partition; every record carries the input offset that wrote it (`INPUT_OFFSET_HEADER`) and the
+store it belongs to (`OWNER_HEADER`: names of two apps' changelogs can collide, and a restore refuses
+another owner's records).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+import attrs
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from eos import _clients, _crash, _kafka, _names
@@ -20,20 +23,34 @@ from eos.state._sqlite import PartitionStore
 
 _RESTORE_BATCH = 10_000
 _PROGRESS_EVERY_S = 2.0
+#: the broker's default delete.retention.ms, where a changelog's configs do not say
+_DEFAULT_DELETE_RETENTION_MS = 86_400_000
 
 
-#: changelogs known to be fit for use in this process, with their partition count
-_ensured: dict[str, int] = {}
+@attrs.frozen
+class Changelog:
+    """A changelog topic fit to back a store, as checked in this process."""
+
+    name: str
+    partitions: int
+    #: how long the broker keeps a tombstone once compaction reached it: a store that has not read its
+    #: changelog for that long may have missed some, and is restored whole (`_partition.py`)
+    delete_retention_ms: int
+
+
+#: changelogs known to be fit for use in this process
+_ensured: dict[str, Changelog] = {}
 _ensure_lock = threading.Lock()
 
 
-def ensure_changelog(config: Config, input_topic: str, store: str, partition: int = 0) -> str:
+def ensure_changelog(config: Config, input_topic: str, store: str, partition: int = 0) -> Changelog:
     """The store's changelog for input partition `partition`: created when missing (compacted, one
     partition per input partition); an existing one must be compacted and have that partition."""
     name = _names.changelog_topic(config.app_id, input_topic, store)
     with _ensure_lock:
-        if partition < _ensured.get(name, 0):
-            return name
+        known = _ensured.get(name)
+        if known is not None and partition < known.partitions:
+            return known
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
     metadata = _kafka.call(
@@ -72,10 +89,27 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
                 break
             time.sleep(0.1)
     count = 0 if md is None or md.error is not None else len(md.partitions)
-    _check_changelog(config, name, count, input_topic, input_count, partition, timeout)
+    retention = _check_changelog(config, name, count, input_topic, input_count, partition, timeout)
+    changelog = Changelog(name, count, retention)
     with _ensure_lock:
-        _ensured[name] = count
-    return name
+        _ensured[name] = changelog
+    return changelog
+
+
+def topic_id(config: Config, changelog: str) -> str:
+    """The changelog's topic id: a topic deleted and created again under the same name has another one.
+    Asked at every store open (not cached: the topic may have been recreated since this process last
+    looked)."""
+    admin = _clients.admin(config)
+    timeout = config.operation_timeout_ms / 1000
+    found = _kafka.call(
+        lambda: admin.describe_topics(TopicCollection([changelog]), request_timeout=timeout)[
+            changelog
+        ].result(timeout),
+        what=f"reading the topic id of changelog {changelog!r}",
+        timeout_s=timeout,
+    )
+    return str(found.topic_id)
 
 
 def forget_ensured() -> None:
@@ -92,9 +126,10 @@ def _check_changelog(
     input_count: int | None,
     partition: int,
     timeout: float,
-) -> None:
+) -> int:
     """The changelog (`count` partitions, as the metadata just read says) must have a partition for
-    `partition` and be compacted (a deleting policy loses the state of keys not written for a while)."""
+    `partition` and be compacted (a deleting policy loses the state of keys not written for a while).
+    Returns its delete.retention.ms."""
     if partition >= count:
         raise ChangelogError(
             f"changelog {name!r} has {count} partitions, but input topic {input_topic!r} has"
@@ -119,6 +154,8 @@ def _check_changelog(
             " policy drops the state of keys not written lately, and a restore would return less than"
             f" the store held). Set cleanup.policy=compact on {name!r}."
         )
+    retention = entries.get("delete.retention.ms")
+    return int(retention.value) if retention is not None and retention.value else _DEFAULT_DELETE_RETENTION_MS
 
 
 def bounds(config: Config, changelog: str, partition: int) -> tuple[int, int]:
@@ -145,10 +182,15 @@ def restore(
     start: int,
     high: int,
     skip_from: int | None,
+    owner: bytes,
 ) -> int:
     """Apply changelog records [start, high) to `store` with a read_committed consumer, in batches, each
-    with the changelog offset it reaches; returns how many were applied. `skip_from`: records of input at
-    or past this offset are not applied (at_least_once: their input will be processed again)."""
+    with the changelog offset it reaches (so that a restore cut short resumes where it stopped); returns
+    how many were applied. `skip_from`: records of input at or past this offset are not applied
+    (at_least_once: their input will be processed again). A record of another owner (`OWNER_HEADER`)
+    raises ChangelogError. The deadline (transaction_timeout_ms + operation_timeout_ms, how long an open
+    transaction on the changelog may hold the read back) counts from the last progress, not from the
+    start: a large changelog takes as long as it takes."""
     total = high - start
     # A roll-forward over a commit marker or two happens at most task starts: not news.
     say = log.info if total > 100 else log.debug
@@ -162,15 +204,17 @@ def restore(
     try:
         applied = skipped = 0
         batch: list[tuple[bytes, bytes | None]] = []
-        deadline = _kafka.Deadline((config.transaction_timeout_ms + config.operation_timeout_ms) / 1000)
+        stall_s = (config.transaction_timeout_ms + config.operation_timeout_ms) / 1000
+        deadline = _kafka.Deadline(stall_s)
         last_progress = time.monotonic()
         position = start
         while position < high:
             if deadline.expired():
                 raise RetriableError(
-                    f"{where}: stopped at offset {position} of {high};"
+                    f"{where}: no progress for {stall_s:g}s at offset {position} of {high};"
                     " a transaction on the changelog stays open"
                 )
+            before = position
             with _kafka.translating(where):
                 messages = consumer.consume(_RESTORE_BATCH, timeout=0.5)
             for msg in messages:
@@ -186,10 +230,21 @@ def restore(
                         )
                     raise _kafka.translate_error(err, where)
                 position = msg.offset() + 1
-                if skip_from is not None and input_offset_of(msg) >= skip_from:
+                found_offset, found_owner = _headers_of(msg)
+                if found_owner is not None and found_owner != owner:
+                    raise ChangelogError(
+                        f"{where}: the record at offset {msg.offset()} belongs to store"
+                        f" {found_owner.decode(errors='replace')!r}, not {owner.decode()!r}: two apps (or an"
+                        " app's input topics and stores) got the same changelog name, app-topic-store, and"
+                        f" the other one wrote to {changelog!r}. Its state cannot be this store's: give one"
+                        " of them another app_id (or store name). Nothing was written."
+                    )
+                if skip_from is not None and found_offset >= skip_from:
                     skipped += 1
                     continue
                 batch.append((msg.key(), msg.value()))
+            if position > before:
+                deadline = _kafka.Deadline(stall_s)
             if batch:
                 store.apply_restored(batch, position)
                 applied += len(batch)
@@ -212,9 +267,13 @@ def restore(
             consumer.unassign()
 
 
-def input_offset_of(msg) -> int:
-    """The input offset a changelog record carries (-1: none)."""
+def _headers_of(msg) -> tuple[int, bytes | None]:
+    """The input offset a changelog record carries (-1: none) and its owner (None: a record written
+    before eos named owners)."""
+    offset, owner = -1, None
     for key, value in msg.headers() or ():
         if key == _names.INPUT_OFFSET_HEADER:
-            return int(value)
-    return -1
+            offset = int(value)
+        elif key == _names.OWNER_HEADER:
+            owner = value
+    return offset, owner

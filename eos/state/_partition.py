@@ -6,15 +6,22 @@ For each store:
     4a. Decide. No checkpoint file means unclean (a crash, an abort in wipe mode, a lost or new state
        directory): wipe the local store and restore from the changelog's beginning. A checkpoint file
        means clean: roll forward from the offset the local store reflects (commits made by another
-       incarnation, or a commit whose local apply a crash interrupted, F4). Against the changelog's
-       bounds: one that now begins after that offset (records deleted) means wipe and restore from its
-       beginning; one that ends before it (lost data) means wipe and restore all it holds.
-    4b. Restore (`_changelog.restore`): read the store's changelog partition with a read_committed
-       consumer up to the high watermark, waiting while an open transaction holds the last stable
-       offset below it (else the restore would silently stop short). at_least_once: records whose
-       input offset is at or past the group's committed offset are not applied (their input will be
-       processed again). A crash here is F6: no checkpoint was written, so the next attempt decides
-       unclean.
+       incarnation, or a commit whose local apply a crash interrupted, F4) — unless the store is not
+       to be trusted: its checkpoint names another changelog topic (the changelog was deleted and
+       created again, or the state directory is another cluster's or environment's: a topic id
+       differs), it has records to roll forward over and has not read its changelog for half the
+       changelog's delete.retention.ms (compaction may have removed tombstones of keys it still
+       holds), or it was being restored at_least_once with input skipped from another offset. Such a
+       store is wiped and restored whole. Against the changelog's bounds: one that now begins after the
+       store's offset (records deleted) or ends before it (lost data) means wipe and restore what it
+       holds.
+    4b. Restore (`_changelog.restore`): the checkpoint is written first (the store reflects the
+       changelog up to where it starts), then the changelog partition is read with a read_committed
+       consumer up to the high watermark, each batch applied with the offset it reaches, so that a
+       restore cut short (F6: a crash, or no progress within the deadline) resumes from what it
+       applied. Waits while an open transaction holds the last stable offset below the high watermark
+       (else the restore would silently stop short). at_least_once: records whose input offset is at
+       or past the group's committed offset are not applied (their input will be processed again).
     4c. wipe mode: the first write after a commit removes the checkpoint file, so a crash with writes
        that are not yet committed leaves the store unclean.
 
@@ -25,6 +32,8 @@ checkpoint file.
 """
 
 from __future__ import annotations
+
+import time
 
 from eos import _names
 from eos._producer import OutputProducer
@@ -45,9 +54,13 @@ class PartitionState:
         transactional = config.state_mode == "transactional"
         self.stores = {name: PartitionStore(directory, name, transactional) for name in specs}
         self.changelogs = {name: _names.changelog_topic(config.app_id, scope.topic, name) for name in specs}
+        self.owners = {name: _names.changelog_owner(config.app_id, scope.topic, name) for name in specs}
         self.view = State({name: Store(name, specs[name], self.stores[name]) for name in specs})
         self.restored = 0
         self.committed_input: int | None = None
+        #: per store, as read at `open`: its changelog's topic id and delete.retention.ms
+        self._topic_ids: dict[str, str] = {}
+        self._retention_ms: dict[str, int] = {}
 
     # -- task start, and again after an abort -----------------------------------------------------
 
@@ -56,7 +69,9 @@ class PartitionState:
         config, scope = self.scope.config, self.scope
         self.committed_input = committed_input
         for name, store in self.stores.items():
-            _changelog.ensure_changelog(config, scope.topic, name, scope.partition)
+            changelog = _changelog.ensure_changelog(config, scope.topic, name, scope.partition)
+            self._retention_ms[name] = changelog.delete_retention_ms
+            self._topic_ids[name] = _changelog.topic_id(config, changelog.name)
             store.open(config.transaction_timeout_ms / 1000)
             self._recover(name, store)
 
@@ -70,18 +85,28 @@ class PartitionState:
             self._recover(name, store)
 
     def _recover(self, name: str, store: PartitionStore) -> None:
-        log, partition = self.scope.log, self.scope.partition
+        config, log, partition = self.scope.config, self.scope.log, self.scope.partition
         changelog = self.changelogs[name]
+        skip_from = None if config.exactly_once else (self.committed_input or 0)
+        low, high = _changelog.bounds(config, changelog, partition)
         # 4a. Decide.
-        clean = store.read_checkpoint() is not None
-        start = store.local_offset() if clean else None
-        if start is None:
-            if clean or store.local_offset() is not None:
+        checkpoint = store.read_checkpoint()
+        start = store.local_offset() if checkpoint is not None else None
+        distrust = None
+        if start is not None:
+            distrust = _distrust(
+                checkpoint, self._topic_ids[name], skip_from, start, high, self._retention_ms[name]
+            )
+        if start is None or distrust is not None:
+            if distrust is not None:
+                log.warning(
+                    "local store not trusted: wiping and restoring it whole", store=name, reason=distrust
+                )
+            elif store.local_offset() is not None:
                 log.info("state unclean: wiping and restoring from the changelog", store=name)
             store.wipe()
-            start = 0
-        low, high = _changelog.bounds(self.scope.config, changelog, partition)
-        if start < low:
+            start = low
+        elif start < low:
             # The changelog no longer begins where the store left off (DeleteRecords, a retention set
             # on it): rolling forward from `start` is impossible, and a consumer would jump to the end
             # and leave the store stale. Rebuild from what the changelog still holds.
@@ -93,23 +118,23 @@ class PartitionState:
                 changelog_start=low,
                 end=high,
             )
-            if start > 0:
-                store.wipe()
+            store.wipe()
             start = low
-        if start > high:
-            # The changelog lost data (deleted and recreated, unclean election): the store cannot be
-            # trusted beyond what the changelog holds.
+        elif start > high:
+            # The changelog lost data (an unclean leader election, say): the store cannot be trusted
+            # beyond what the changelog holds.
             log.warning("local store is ahead of its changelog: wiping", store=name, local=start, end=high)
             store.wipe()
-            start = 0
-        # 4b. Restore; the store then reflects its changelog, so it is clean.
-        if start == high:
-            if store.local_offset() != high:
-                store.apply_restored([], high)
-        else:
-            skip_from = None if self.scope.config.exactly_once else (self.committed_input or 0)
+            start = low
+        store.changelog_id = self._topic_ids[name]
+        # 4b. Restore. The store reflects the changelog up to `start` (nothing of it, after a wipe): its
+        # checkpoint says so first, so that a restore cut short resumes from what it applied.
+        if store.local_offset() != start:
+            store.apply_restored([], start)
+        if start < high:
+            store.write_checkpoint(start, skip_from)
             self.restored += _changelog.restore(
-                self.scope.config, log, store, changelog, partition, start, high, skip_from
+                config, log, store, changelog, partition, start, high, skip_from, self.owners[name]
             )
         store.write_checkpoint(store.local_offset())
         # 4c. wipe mode: the store's first write removes the checkpoint (PartitionStore.put_many).
@@ -128,8 +153,9 @@ class PartitionState:
         topic, partition = self.scope.topic, self.scope.partition
         for name, store in self.stores.items():
             changelog = self.changelogs[name]
+            owner = (_names.OWNER_HEADER, self.owners[name])
             for key, value, input_offset in store.changes():
-                header = [(_names.INPUT_OFFSET_HEADER, str(input_offset).encode())]
+                header = [(_names.INPUT_OFFSET_HEADER, str(input_offset).encode()), owner]
                 out = Output(value, key, header, partition=partition)
                 producer.produce(out, changelog, topic, partition, input_offset, track=True)
 
@@ -145,3 +171,37 @@ class PartitionState:
     def close(self) -> None:
         for store in self.stores.values():
             store.close()
+
+
+def _distrust(
+    checkpoint: _names.StoreCheckpoint,
+    topic_id: str,
+    skip_from: int | None,
+    start: int,
+    high: int,
+    retention_ms: int,
+) -> str | None:
+    """Why a store with a checkpoint must be restored whole instead of rolled forward (4a), or None."""
+    if checkpoint.changelog_id is None:
+        return "its checkpoint names no changelog topic id (written by an earlier eos)"
+    if checkpoint.changelog_id != topic_id:
+        return (
+            f"it was built from changelog topic id {checkpoint.changelog_id}, and the changelog is now"
+            f" {topic_id}: deleted and created again, or this state directory is another cluster's or"
+            " another environment's with the same app_id"
+        )
+    if checkpoint.skip_from != skip_from:
+        return (
+            f"a restore that skipped input from offset {checkpoint.skip_from} was cut short, and this"
+            f" one skips from {skip_from}"
+        )
+    # More than a commit marker (this store's own last transaction's) to roll forward over, and older
+    # than half delete.retention.ms: a tombstone among those records may have been compacted away.
+    age_s = time.time() - (checkpoint.written_at or 0)
+    if high - start > 1 and age_s * 1000 >= retention_ms / 2:
+        return (
+            f"it last read its changelog {age_s:.0f}s ago, and the changelog keeps a tombstone"
+            f" {retention_ms / 1000:g}s (delete.retention.ms) after compaction reaches it: keys deleted"
+            " since may have no tombstone left to roll forward over"
+        )
+    return None

@@ -45,6 +45,8 @@ class PartitionStore:
         self.input_offset = -1  # the input record being processed
         self._lock_fd: int | None = None
         self._checkpointed = False
+        #: the topic id of the changelog the store reflects, recorded in every checkpoint it writes
+        self.changelog_id: str | None = None
         self._db: sqlite3.Connection | None = None
         self._max_variables = 999
 
@@ -207,15 +209,19 @@ class PartitionStore:
 
     # -- checkpoint file ------------------------------------------------------------------------------
 
-    def read_checkpoint(self) -> int | None:
-        offset = _names.read_checkpoint(self.checkpoint_path)
-        if offset is None:
+    def read_checkpoint(self) -> _names.StoreCheckpoint | None:
+        checkpoint = _names.read_checkpoint(self.checkpoint_path)
+        if checkpoint is None:
             return None
         self._checkpointed = True
-        return offset
+        return checkpoint
 
-    def write_checkpoint(self, changelog_offset: int) -> None:
-        _names.write_checkpoint(self.checkpoint_path, changelog_offset)
+    def write_checkpoint(self, changelog_offset: int, skip_from: int | None = None) -> None:
+        """The store is clean: it reflects its changelog (`changelog_id`) up to `changelog_offset`, now.
+        `skip_from`: written as a restore begins (at_least_once), which applies no record of input at or
+        past it, so that a restore resumed with another one starts over instead."""
+        checkpoint = _names.StoreCheckpoint(changelog_offset, self.changelog_id, time.time(), skip_from)
+        _names.write_checkpoint(self.checkpoint_path, checkpoint)
         self._checkpointed = True
 
     def delete_checkpoint(self) -> None:

@@ -68,7 +68,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         sasl_port=free_port(),  # SASL/PLAIN with ACLs beside the PLAINTEXT listener (test_security.py)
         # Apache's default, which brokers in the field keep: a client's metadata request for a missing
         # topic creates it. eos must never do that (test_bad_input.py checks).
-        overrides={"auto.create.topics.enable": "true"},
+        overrides={
+            "auto.create.topics.enable": "true",
+            # the log cleaner looks for work every second, not every 15: a test compacts a changelog
+            "log.cleaner.backoff.ms": "1000",
+            # client quotas measured over 2 s, not 11: a throttled client gets no 10 s head start
+            "quota.window.num": "2",
+        },
     )
     local.up()
     try:

@@ -342,7 +342,7 @@ def test_state_show_and_wipe(bootstrap, names, tmp_path):
         processing_guarantee="exactly_once",
         state_dir=str(tmp_path / "state"),
     )
-    changelog = ensure_changelog(config, topic, "counts")
+    changelog = ensure_changelog(config, topic, "counts").name
     producer = Producer({"bootstrap.servers": bootstrap})
     for i, key in enumerate([b"a", b"b", b"c", b"a"]):  # 3 keys, 4 changelog records, on partition 0
         producer.produce(changelog, b"%d" % i, key, partition=0, headers=[(INPUT_OFFSET_HEADER, b"%d" % i)])

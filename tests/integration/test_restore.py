@@ -62,7 +62,7 @@ def test_restore_100k_keys_and_abort_cost_per_mode(bootstrap, names, tmp_path):
         processing_guarantee="exactly_once",
         state_dir=str(tmp_path / "full"),
     )
-    changelog = ensure_changelog(base, source, "big")
+    changelog = ensure_changelog(base, source, "big").name
     _fill_changelog(bootstrap, changelog)
 
     state, seconds = _open(base, source)
@@ -110,7 +110,7 @@ def test_restore_waits_for_an_open_transaction_instead_of_stopping_short(bootstr
         processing_guarantee="exactly_once",
         state_dir=str(tmp_path),
     )
-    changelog = ensure_changelog(config, source, "big")
+    changelog = ensure_changelog(config, source, "big").name
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-open"})
     producer.init_transactions(30)
     producer.begin_transaction()

@@ -3,18 +3,30 @@ reports): the accessors eos calls, nothing else."""
 
 from __future__ import annotations
 
-from eos._names import INPUT_OFFSET_HEADER
+from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER
 
 
 class Message:
-    """`input_offset`: the changelog header eos writes (None: no headers)."""
+    """`input_offset`, `owner`: the changelog headers eos writes (None: not written)."""
 
     def __init__(
-        self, offset, key=None, value=None, input_offset=None, error=None, *, topic="t", partition=0
+        self,
+        offset,
+        key=None,
+        value=None,
+        input_offset=None,
+        error=None,
+        *,
+        topic="t",
+        partition=0,
+        owner=None,
     ) -> None:
         self._offset, self._key, self._value, self._error = offset, key, value, error
         self._topic, self._partition = topic, partition
-        self._headers = None if input_offset is None else [(INPUT_OFFSET_HEADER, str(input_offset).encode())]
+        headers = [] if input_offset is None else [(INPUT_OFFSET_HEADER, str(input_offset).encode())]
+        if owner is not None:
+            headers.append((OWNER_HEADER, owner))
+        self._headers = headers or None
 
     def topic(self):
         return self._topic

@@ -122,7 +122,11 @@ def fakes(inject: Injector, changelog_records: int):
             inject("AdminClient.describe_topics")
             names = topics.topic_names
             return {
-                t: Future(inject, "AdminClient.describe_topics", SimpleNamespace(authorized_operations=None))
+                t: Future(
+                    inject,
+                    "AdminClient.describe_topics",
+                    SimpleNamespace(authorized_operations=None, topic_id="AAAAAAAAAAAAAAAAAAAAAA"),
+                )
                 for t in names
             }
 

@@ -7,6 +7,8 @@ the end run the real `_restore` against a fake consumer."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from confluent_kafka import KafkaError
 
 import eos
 from eos import _clients, _crash
-from eos._names import INPUT_OFFSET_HEADER, changelog_topic
+from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
 from eos._scope import PartitionScope
 from eos.state import StoreSpec, _changelog
 from eos.state._partition import PartitionState
@@ -24,6 +26,9 @@ from tests.support.messages import Message
 IN = "in"
 PARTITION = 0
 MODES = ["transactional", "wipe"]
+#: the changelog's topic id, as the fakes below answer it
+TOPIC_ID = "Hv7BGJ4zSHGV1V9WOTkWqg"
+DAY_MS = 86_400_000
 
 
 class Log:
@@ -66,15 +71,16 @@ def changelogs(monkeypatch) -> FakeChangelogs:
     def ensure(config, input_topic, store, partition=0):
         assert partition == PARTITION, "the changelog must be checked for the task's own partition"
         fake.ensured.append((input_topic, store))
-        return changelog_topic(config.app_id, input_topic, store)
+        return _changelog.Changelog(changelog_topic(config.app_id, input_topic, store), 1, DAY_MS)
 
     monkeypatch.setattr(_changelog, "ensure_changelog", ensure)
+    monkeypatch.setattr(_changelog, "topic_id", lambda config, changelog: TOPIC_ID)
     # The changelog's bounds never make the decision here (the restore tests below cover them).
     monkeypatch.setattr(_changelog, "bounds", lambda config, changelog, partition: (0, 1 << 62))
     monkeypatch.setattr(
         _changelog,
         "restore",
-        lambda config, log, store, changelog, partition, start, high, skip_from: fake.restore(
+        lambda config, log, store, changelog, partition, start, high, skip_from, owner: fake.restore(
             store.name, store, start
         ),
     )
@@ -102,6 +108,7 @@ def seed(tmp_path: Path, name: str, rows: dict[bytes, bytes], offset: int, check
     """Leave a local store behind as an earlier task would: committed rows at `offset`."""
     store = PartitionStore(store_dir(tmp_path), name, transactional=True)
     store.open(lock_timeout_s=1)
+    store.changelog_id = TOPIC_ID
     for key, value in rows.items():
         store.put(key, value)
     store.commit(offset)
@@ -268,7 +275,7 @@ def test_transactional_reopen_drops_pending_writes_and_keeps_committed_data(
     assert changelogs.restores == [("counts", 1), ("counts", 1)]  # rolled forward, not from 0
     assert dict(store.items()) == {b"a": b"1"}
     assert state.stores["counts"].pending == {}
-    assert state.stores["counts"].read_checkpoint() == 1
+    assert state.stores["counts"].read_checkpoint().changelog_offset == 1
     assert state.committed_input == 10
 
 
@@ -326,7 +333,7 @@ def test_a_completed_restore_leaves_the_store_checkpointed(tmp_path, changelogs,
     changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
     state = opened_states(config(tmp_path, mode), "counts")
     store = state.stores["counts"]
-    assert store.read_checkpoint() == 2
+    assert store.read_checkpoint().changelog_offset == 2
     assert store.local_offset() == 2
 
 
@@ -367,11 +374,11 @@ def test_on_commit_moves_written_stores_to_the_changelog_end_and_keeps_the_other
     state.on_commit(producer)
     counts, idle = state.stores["counts"], state.stores["idle"]
     assert counts.local_offset() == 42
-    assert counts.read_checkpoint() == 42
+    assert counts.read_checkpoint().changelog_offset == 42
     assert counts.pending == {}
     assert dict(counts.items()) == {b"a": b"1", b"b": b"2"}
     assert idle.local_offset() == 3
-    assert idle.read_checkpoint() == 3
+    assert idle.read_checkpoint().changelog_offset == 3
     assert dict(idle.items()) == {b"x": b"9"}
 
 
@@ -386,7 +393,7 @@ def test_on_commit_makes_transactional_writes_durable(tmp_path, changelogs, open
     try:
         assert store.get(b"a") == b"1"
         assert store.local_offset() == 1
-        assert store.read_checkpoint() == 1
+        assert store.read_checkpoint().changelog_offset == 1
     finally:
         store.close()
 
@@ -415,7 +422,7 @@ def test_set_input_offset_and_pending_keys(tmp_path, changelogs, opened_states):
     assert state.pending_keys() == 2
 
 
-def test_produce_changelog_sends_one_record_per_key_with_its_input_offset(
+def test_produce_changelog_sends_one_record_per_key_with_its_input_offset_and_owner(
     tmp_path, changelogs, opened_states
 ):
     state = opened_states(config(tmp_path), "counts", "seen")
@@ -427,12 +434,13 @@ def test_produce_changelog_sends_one_record_per_key_with_its_input_offset(
     state.view.store("seen").put(b"x", b"y")
     producer = FakeProducer()
     state.produce_changelog(producer)
-    header = INPUT_OFFSET_HEADER
+    counts = [(INPUT_OFFSET_HEADER, b"11"), (OWNER_HEADER, b"app/in/counts")]
+    seen = [(INPUT_OFFSET_HEADER, b"11"), (OWNER_HEADER, b"app/in/seen")]
     assert sorted(producer.produced, key=repr) == sorted(
         [
-            ("app-in-counts-changelog", b"a", b"2", [(header, b"11")], PARTITION, IN, 11),
-            ("app-in-counts-changelog", b"b", None, [(header, b"11")], PARTITION, IN, 11),
-            ("app-in-seen-changelog", b"x", b"y", [(header, b"11")], PARTITION, IN, 11),
+            ("app-in-counts-changelog", b"a", b"2", counts, PARTITION, IN, 11),
+            ("app-in-counts-changelog", b"b", None, counts, PARTITION, IN, 11),
+            ("app-in-seen-changelog", b"x", b"y", seen, PARTITION, IN, 11),
         ],
         key=repr,
     )
@@ -498,7 +506,12 @@ class FakeConsumer:
 @pytest.fixture
 def consumer(monkeypatch):
     holder: dict[str, FakeConsumer] = {}
-    monkeypatch.setattr(_changelog, "ensure_changelog", lambda config, topic, store, partition=0: None)
+    monkeypatch.setattr(
+        _changelog,
+        "ensure_changelog",
+        lambda config, topic, store, partition=0: _changelog.Changelog("unused", 1, DAY_MS),
+    )
+    monkeypatch.setattr(_changelog, "topic_id", lambda config, changelog: TOPIC_ID)
     monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_clients, "watermark_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_crash, "_ARMED", frozenset())
@@ -618,6 +631,176 @@ def test_an_offset_that_leaves_the_changelog_during_the_restore_is_an_error_not_
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
         with pytest.raises(eos.RetriableError, match="no longer in the changelog"):
+            state.open(committed_input=None)
+    finally:
+        state.close()
+
+
+# -- a store is restored whole when it cannot be trusted; a restore resumes; its deadline is progress ----
+
+
+def _rewrite_checkpoint(tmp_path, name="counts", **changes) -> None:
+    path = store_dir(tmp_path) / f"{name}.checkpoint"
+    fields = json.loads(path.read_text())
+    fields.update(changes)
+    for key in [k for k, v in fields.items() if v is None]:
+        del fields[key]
+    path.write_text(json.dumps(fields))
+
+
+def test_a_store_built_from_another_changelog_topic_is_restored_whole(tmp_path, consumer, monkeypatch):
+    """The changelog was deleted and created again (or the state directory is another environment's):
+    the store's checkpoint names another topic id, even though the new changelog has grown past it."""
+    seed(tmp_path, "counts", {b"stale": b"x"}, offset=2)
+    fake = consumer([(0, b"a", b"1", 0), (1, b"b", b"2", 1), (2, b"c", b"3", 2)], high=4)
+    monkeypatch.setattr(_changelog, "topic_id", lambda config, changelog: "another-topic-id")
+    log = Log()
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts", log=log)
+    try:
+        state.open(committed_input=None)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
+        assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2", b"c": b"3"}
+        assert log.said("local store not trusted: wiping and restoring it whole")
+        assert state.stores["counts"].read_checkpoint().changelog_id == "another-topic-id"
+    finally:
+        state.close()
+
+
+def test_a_checkpoint_that_names_no_changelog_is_restored_whole(tmp_path, consumer):
+    seed(tmp_path, "counts", {b"stale": b"x"}, offset=2)
+    _rewrite_checkpoint(tmp_path, changelog_id=None)
+    fake = consumer([(0, b"a", b"1", 0)], high=3)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=None)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
+        assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize(
+    ("high", "age_s", "whole"),
+    [
+        (4, 50_000, True),  # records to roll forward over, older than half of delete.retention.ms
+        (4, 40_000, False),  # the same, younger
+        (3, 50_000, False),  # old, but only its own transaction's commit marker to roll over
+    ],
+)
+def test_a_store_too_old_for_its_tombstones_is_restored_whole(tmp_path, consumer, high, age_s, whole):
+    """delete.retention.ms is a day here. The store holds `deleted`; since its checkpoint (offset 2) the
+    key was deleted and compaction removed both its record and the tombstone, so the changelog no
+    longer says anything of it. Rolled forward, the store would keep it; restored whole, it does not.
+    Only a store that has not read its changelog for half of delete.retention.ms is restored whole, and
+    only when more than its own commit marker follows its offset."""
+    seed(tmp_path, "counts", {b"deleted": b"1", b"kept": b"1"}, offset=2)
+    _rewrite_checkpoint(tmp_path, written_at=time.time() - age_s)
+    records = [(1, b"kept", b"1", 1)] + ([(3, b"new", b"1", 5)] if high == 4 else [])
+    fake = consumer(records, high=high)
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        state.open(committed_input=None)
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0 if whole else 2)]
+        expected = {b"kept": b"1"} if whole else {b"deleted": b"1", b"kept": b"1"}
+        if high == 4:
+            expected[b"new"] = b"1"
+        assert dict(state.view.store("counts").items()) == expected
+    finally:
+        state.close()
+
+
+def test_an_at_least_once_restore_cut_short_starts_over_when_the_committed_offset_moved(tmp_path, consumer):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    _rewrite_checkpoint(tmp_path, skip_from=3)  # a restore that skipped input from 3 was cut short
+    fake = consumer([(0, b"a", b"1", 0), (1, b"b", b"2", 4)], high=2)
+    cfg = config(tmp_path, guarantee="at_least_once", **short_timeouts())
+    state = partition_state(cfg, "counts")
+    try:
+        state.open(committed_input=5)  # now input below 5 is committed: record 1 (input 4) applies
+        assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
+        assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+        assert state.stores["counts"].read_checkpoint().skip_from is None
+    finally:
+        state.close()
+
+
+def test_a_restore_cut_short_resumes_from_what_it_applied(tmp_path, consumer):
+    """F6 in a unit: the first restore dies after its first batch (the integration test kills the
+    worker for real); the store's checkpoint says where it got to, and the next restore starts there."""
+    records = [(o, b"k%d" % o, b"%d" % o, o) for o in range(30)]
+    fake = consumer(records, high=30)
+    consume = fake.consume
+    calls = []
+
+    def dying(num_messages=1, timeout=-1):
+        calls.append(num_messages)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        return consume(10, timeout)
+
+    fake.consume = dying
+    cfg = config(tmp_path, mode="wipe", **short_timeouts())
+    state = partition_state(cfg, "counts")
+    with pytest.raises(KeyboardInterrupt):
+        state.open(committed_input=None)
+    state.close()
+    again = consumer(records, high=30)
+    state = partition_state(cfg, "counts")
+    try:
+        state.open(committed_input=None)
+        assert again.assigned == [("app-in-counts-changelog", PARTITION, 10)]
+        assert state.restored == 20
+        assert len(dict(state.view.store("counts").items())) == 30
+    finally:
+        state.close()
+
+
+def test_a_restore_that_progresses_outlasts_its_deadline_and_one_that_stalls_does_not(tmp_path, consumer):
+    """The deadline (transaction_timeout_ms + operation_timeout_ms, 0.5 s here) counts from the last
+    progress: 10 records one per 0.1 s take 1 s and finish; a read that returns nothing fails."""
+    timeouts = {"commit_interval_ms": 100, "transaction_timeout_ms": 300, "operation_timeout_ms": 200}
+    fake = consumer([(o, b"k%d" % o, b"1", o) for o in range(10)], high=10)
+    consume = fake.consume
+
+    def slow(num_messages=1, timeout=-1):
+        time.sleep(0.1)
+        return consume(1, timeout)
+
+    fake.consume = slow
+    state = partition_state(config(tmp_path, **timeouts), "counts")
+    try:
+        started = time.monotonic()
+        state.open(committed_input=None)
+        assert time.monotonic() - started > 0.5 and state.restored == 10
+    finally:
+        state.close()
+
+    stuck = consumer([(0, b"k", b"1", 0)], high=10)  # records 1-9 never come (a transaction stays open)
+    stuck.consume = lambda num_messages=1, timeout=-1: (time.sleep(0.05), [])[1]
+    state = partition_state(config(tmp_path / "other", **timeouts), "counts")
+    try:
+        with pytest.raises(eos.RetriableError, match=r"no progress for 0.5s at offset 0 of 10"):
+            state.open(committed_input=None)
+    finally:
+        state.close()
+
+
+def test_records_of_another_owner_are_refused(tmp_path, consumer, monkeypatch):
+    """Two apps' changelog names collide (app `a` reading `b-c`, app `a-b` reading `c`)."""
+    fake = consumer([], high=3)
+    fake.records = [(0, b"k", b"1", 0)]
+
+    def consume(num_messages=1, timeout=-1):
+        fake.position = 3
+        return [
+            Message(0, b"k", b"1", 0, owner=b"app/in/counts"),
+            Message(1, b"k", b"9", 0, owner=b"app-x/y/counts"),
+        ]
+
+    fake.consume = consume
+    state = partition_state(config(tmp_path, **short_timeouts()), "counts")
+    try:
+        with pytest.raises(eos.ChangelogError, match=r"offset 1 belongs to store 'app-x/y/counts'"):
             state.open(committed_input=None)
     finally:
         state.close()

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import eos
 from eos.state import SERDES, BytesSerde, JsonSerde, State, Store, StoreSpec, StrSerde
 from eos.state._sqlite import PartitionStore
 
@@ -367,3 +368,11 @@ def test_state_unknown_store_raises_key_error_naming_declared_stores(backend):
         state["nope"]
     with pytest.raises(KeyError, match=re.escape("no store named 'default'")):
         state.store()
+
+
+@pytest.mark.parametrize("name", ["", "two words", "a/b", "x" * 101, 7])
+def test_a_store_name_that_cannot_name_a_topic_and_a_file_is_refused(name):
+    from eos.sink import store_specs
+
+    with pytest.raises(eos.ConfigError, match="store name"):
+        store_specs(lambda row, state: None, None, {name: "json"})

@@ -120,12 +120,12 @@ def test_transactional_delete_reaches_disk_at_commit(tx):
 def test_transactional_commit_offsets(tx):
     tx.commit(4)  # nothing written: the offset and checkpoint still move
     assert tx.local_offset() == 4
-    assert tx.read_checkpoint() == 4
+    assert tx.read_checkpoint().changelog_offset == 4
     assert on_disk(tx) == ({}, 4)
     tx.put(b"a", b"1")
     tx.commit(9)
     assert tx.local_offset() == 9
-    assert tx.read_checkpoint() == 9
+    assert tx.read_checkpoint().changelog_offset == 9
     assert checkpoint_file(tx) == 9
 
 
@@ -168,7 +168,7 @@ def test_transactional_pending_writes_do_not_survive_close(tmp_path):
     try:
         assert list(again.items()) == [(b"a", b"1")]
         assert again.local_offset() == 1
-        assert again.read_checkpoint() == 1
+        assert again.read_checkpoint().changelog_offset == 1
     finally:
         again.close()
 
@@ -197,7 +197,7 @@ def test_wipe_mode_first_write_after_a_commit_removes_the_checkpoint(wipe_store)
     assert not wipe_store.checkpoint_path.exists()
     wipe_store.commit(3)
     assert checkpoint_file(wipe_store) == 3
-    assert wipe_store.read_checkpoint() == 3
+    assert wipe_store.read_checkpoint().changelog_offset == 3
     wipe_store.put(b"a", None)  # a delete is a write too
     assert not wipe_store.checkpoint_path.exists()
     assert wipe_store.read_checkpoint() is None
@@ -212,7 +212,7 @@ def test_wipe_mode_first_write_after_reopening_a_clean_store_removes_the_checkpo
     store.close()
     again = opened(tmp_path, transactional=False)
     try:
-        assert again.read_checkpoint() == 2
+        assert again.read_checkpoint().changelog_offset == 2
         assert again.checkpoint_path.exists()
         assert again.get(b"a") == b"1"  # reads do not touch the checkpoint
         again.put(b"b", b"2")
@@ -313,7 +313,7 @@ def test_committed_data_survives_close_and_reopen(tmp_path, any_store):
     try:
         assert again.get(b"a") == b"1"
         assert again.local_offset() == 5
-        assert again.read_checkpoint() == 5
+        assert again.read_checkpoint().changelog_offset == 5
     finally:
         again.close()
 
@@ -345,7 +345,7 @@ def test_stores_of_one_partition_are_independent(tmp_path):
         assert b.read_checkpoint() is None
         b.wipe()
         assert a.get(b"k") == b"from a"
-        assert a.read_checkpoint() == 1
+        assert a.read_checkpoint().changelog_offset == 1
     finally:
         a.close()
         b.close()
