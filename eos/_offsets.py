@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from eos import _clients, _kafka, _names
 from eos.config import Config
-from eos.errors import ForeignOffsetError, TopicNotFoundError
+from eos.errors import ForeignOffsetError, OffsetsUnstableError, RetriableError, TopicNotFoundError
 
 STAMP_VERSION = "eos/1"
 CLI_STAMP_SOURCE = "cli"
@@ -116,10 +116,20 @@ def committed(
     return check_stamps(config, committed_entries(config, tps, log, stable))
 
 
+#: How long `committed_entries(wait=False)` waits for a stable answer (one takes milliseconds).
+PROBE_S = 1.0
+
+
 def committed_entries(
-    config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True
+    config: Config, tps: Iterable[tuple[str, int]], log=None, stable: bool = True, wait: bool = True
 ) -> dict[tuple[str, int], Committed | None]:
     """Committed offset and its metadata per (topic, partition), or None where the group has none.
+
+    `wait=False`: a stable answer must come within PROBE_S, else OffsetsUnstableError. librdkafka asks
+    again by itself while the broker answers UNSTABLE_OFFSET_COMMIT (an open transaction carries
+    offsets for the partition), so an offset held that way shows as that wait running out; a broker
+    slower than that for another reason makes the caller take the costlier path it would take for an
+    open transaction, nothing worse.
 
     Asked through a consumer of the group, not the admin client: librdkafka's admin
     ListConsumerGroupOffsets dereferences the (absent) consumer group of an admin client when the
@@ -132,9 +142,9 @@ def committed_entries(
     timeout_s = config.operation_timeout_ms / 1000
     consumer = _clients.offsets_consumer(config, stable)
 
-    def fetch() -> dict[tuple[str, int], Committed | None]:
+    def fetch(timeout: float) -> dict[tuple[str, int], Committed | None]:
         out: dict[tuple[str, int], Committed | None] = {}
-        for tp in consumer.committed(request, timeout=timeout_s):
+        for tp in consumer.committed(request, timeout=timeout):
             if tp.error is not None:
                 if _kafka.classify(tp.error) is _kafka.Kind.RETRIABLE:
                     raise KafkaException(tp.error)  # e.g. UNSTABLE_OFFSET_COMMIT: `call` asks again
@@ -142,9 +152,18 @@ def committed_entries(
             out[(tp.topic, tp.partition)] = Committed(tp.offset, tp.metadata) if tp.offset >= 0 else None
         return out
 
-    return _kafka.call(
-        fetch, what=f"reading committed offsets of group {group!r}", timeout_s=timeout_s, log=log
-    )
+    what = f"reading committed offsets of group {group!r}"
+    if not wait and stable:
+        try:
+            with _kafka.translating(what):
+                return fetch(min(PROBE_S, timeout_s))
+        except RetriableError as exc:  # librdkafka's own retries of UNSTABLE_OFFSET_COMMIT timed out
+            raise OffsetsUnstableError(
+                f"{what}: no stable answer within {min(PROBE_S, timeout_s):g}s; an open transaction"
+                f" may hold it ({exc})",
+                kafka_error=exc.kafka_error,
+            ) from exc
+    return _kafka.call(lambda: fetch(timeout_s), what=what, timeout_s=timeout_s, log=log)
 
 
 def commit(

@@ -33,6 +33,7 @@ from eos.errors import (
     DeliveryFailedError,
     FatalError,
     FencedError,
+    OffsetsUnstableError,
     OutputTypeError,
     ProcessError,
     ProduceError,
@@ -236,7 +237,19 @@ class PartitionTask:
         if self.config.exactly_once and not self.producer.initialized:
             self.producer.init_transactions(self.log, known_topic=self.topic)  # step 2
         tp = (self.topic, self.partition)
-        entries = _offsets.committed_entries(self.config, [tp], self.log)  # step 3
+        kept = self.reused and self.config.exactly_once
+        try:
+            entries = _offsets.committed_entries(self.config, [tp], self.log, wait=not kept)  # step 3
+        except OffsetsUnstableError:
+            # Step 2 for a kept producer: it was initialised in an earlier task and cannot end another
+            # incarnation's open transaction (a worker killed between its offsets and its commit holds
+            # the offset until transaction.timeout.ms). A fresh producer's init_transactions does.
+            self.log.info("an open transaction holds the committed offset: fencing it with a fresh producer")
+            producers.discard(self.producer)
+            self.producer = None
+            self.stats.producers_replaced += 1
+            self._start_incarnation(reuse=False)
+            return
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
         if self.job.check_input:
             _input.require_unshared(self.scope, entries.get(tp))

@@ -24,6 +24,9 @@
     │                           skipped
     └── KafkaClientError        a Kafka client call failed; the subclass is its class in librdkafka's model:
         ├── RetriableError      the same call may succeed again (raised once its deadline has passed)
+        │   └── OffsetsUnstableError
+        │                       an open transaction of another incarnation holds an input partition's
+        │                       committed offset (asked without waiting for it to end)
         ├── TransactionAbortableError
         │   │                   abort the transaction, mark the partition's state unclean, redo from the
         │   │                   committed offset
@@ -142,6 +145,12 @@ class KafkaClientError(EosError):
 
 class RetriableError(KafkaClientError):
     """A retriable error that outlasted its deadline."""
+
+
+class OffsetsUnstableError(RetriableError):
+    """The input partition's committed offset is held by an open transaction of another incarnation
+    (UNSTABLE_OFFSET_COMMIT), and the caller asked not to wait for it: a task whose kept producer cannot
+    end that transaction takes a fresh one that can (step 2)."""
 
 
 class TransactionAbortableError(KafkaClientError):

@@ -6,7 +6,12 @@ input partitions added under a running query, a record the broker (not the clien
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -21,6 +26,8 @@ from eos._task import Job, run_partition
 from examples.pipeline import count_per_key
 from tests.support.processes import pyspark_python, threads_and_rss
 from tests.support.summaries import read_summaries
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _exactly_once(bootstrap, app_id, output, **kw) -> eos.Config:
@@ -303,3 +310,70 @@ def test_producers_kept_per_worker_stay_bounded_with_32_input_partitions(bootstr
         # producer per partition ever seen: ~100 (measured 98 with EOS_MAX_PRODUCERS_PER_WORKER=1000).
         assert threads <= 50, peak
         assert rss < 600 * 1024, peak
+
+
+# -- a kept producer fences like a fresh one ------------------------------------------------------------
+
+
+def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstrap, names, tmp_path):
+    """Two Python workers take input partition 0 in turn, keeping their producers between tasks as
+    PySpark workers do. Worker 2 is SIGKILLed between send_offsets and commit (F3), its transaction open
+    with the partition's offsets in it. Spark retries the task on worker 1, whose producer was kept from
+    batch 0: step 2 must abort that transaction for it as for a fresh producer. Before, the kept
+    producer skipped init_transactions and the committed-offset read waited on UNSTABLE_OFFSET_COMMIT
+    until operation_timeout_ms (5 s here; the transaction stays open for transaction_timeout_ms, 60 s)
+    and failed the attempt."""
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 300)
+    once = tmp_path / "once"
+    once.mkdir()
+
+    def worker(name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.integration.worker_app",
+            bootstrap,
+            app_id,
+            source,
+            output,
+            "5000",
+        ]
+        log = open(tmp_path / f"{name}.log", "wb")
+        return subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+
+    def task(proc: subprocess.Popen, batch: int, start: int, end: int) -> dict | None:
+        proc.stdin.write(json.dumps({"batch": batch, "from": start, "to": end}) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    first = worker("worker-1")
+    try:
+        assert task(first, 0, 0, 100)["last_offset"] == 99
+        second = worker("worker-2", {"EOS_CRASH_AT": "after_send_offsets", "EOS_CRASH_ONCE_DIR": str(once)})
+        assert task(second, 1, 100, 200) is None, "worker 2 should have died"
+        assert second.wait(30) == -signal.SIGKILL
+        assert (once / "crashed-after_send_offsets").exists(), (
+            "the kill between offsets and commit never came"
+        )
+
+        retried = task(first, 1, 100, 200)  # Spark's retry, on the worker with a kept producer
+        assert "error" not in retried, retried
+        assert (retried["producers_replaced"], retried["skipped"], retried["last_offset"]) == (1, 0, 199)
+        assert task(first, 2, 200, 300)["producers_replaced"] == 0  # the fresh producer is kept in turn
+    finally:
+        first.stdin.close()
+        first.wait(30)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result

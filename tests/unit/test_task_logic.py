@@ -164,7 +164,7 @@ def kafka(monkeypatch) -> FakeKafka:
     monkeypatch.setattr(producers, "release", k.released.append)
     monkeypatch.setattr(producers, "discard", k.discarded.append)
 
-    def committed_entries(config, tps, log=None):
+    def committed_entries(config, tps, log=None, wait=True):
         return {
             tp: None
             if k.offsets.get(tp) is None
