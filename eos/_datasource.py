@@ -240,9 +240,11 @@ class _Writer(*_WRITER_BASES):
                     raise InputOrderError(
                         f"batch {batch_id}: tasks {seen[tp]} and {message.task} both wrote input partition"
                         f" {tp[0]}/{tp[1]}: the Kafka source split it (minPartitions, maxRecordsPerPartition)"
-                        " or the query moved its rows (repartition, union, ...). Drop those, or write such a"
-                        " stream with foreachBatch(eos.sink(...)), which regroups it. The ledger has what"
-                        " each task committed.",
+                        " or the query moved its rows (repartition, union, ...); with eos.input.filtered"
+                        " set, nothing checked that before they wrote. Drop what splits it. The ledger"
+                        " (`eos ledger show`) has what each task committed: rows below a task's first one"
+                        " that no task wrote are written again after `eos offsets reset` of the partition"
+                        " to the lowest such offset (what follows is then written twice, nothing lost).",
                         topic=tp[0],
                         partition=tp[1],
                         offset=stats["first_offset"] if stats["first_offset"] is not None else -1,

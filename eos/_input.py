@@ -31,8 +31,9 @@ A gap that holds no record (commit markers, aborted or compacted records) is wha
 a record in it reached another task, or the query filtered it out: the task raises `InputOrderError` and
 writes nothing. A query that drops input rows on purpose says so (`eos.input.filtered`), which turns the
 look off; it must then keep each input partition in one task (no splitting source options, no shuffle).
-Where nothing is committed yet (a new app's first batch), there is nothing to look from: where the
-source started is its `startingOffsets`, which the sink does not see.
+Where nothing is committed yet there is nothing to look from (where the source started is its
+`startingOffsets`, which the sink does not see): `eos.read_stream` commits where partitions without an
+offset start, so that this holds from a new app's first batch on.
 """
 
 from __future__ import annotations
@@ -270,14 +271,30 @@ def require_unshared(scope: PartitionScope, entry: _offsets.Committed | None) ->
         or stamp.get("from") in (None, str(scope.first))
     ):
         return  # not this batch's, or this very run's (a task retried, a batch run again)
+    other = int(stamp["from"])
+    if other > scope.first:
+        # The other task holds a later piece, and its commit moved the offset past this task's rows: they
+        # were never written. Moving the offset back writes them, and writes the later piece again.
+        recover = (
+            f" This task's rows {scope.first}-{other - 1} were not written and the committed offset is past"
+            " them; to write them without losing any, stop the query, drop what splits the partition, set"
+            f" its committed offset back with `eos offsets reset --app {scope.config.app_id} --to"
+            f' \'{{"{scope.topic}": {{"{scope.partition}": {scope.first}}}}}\' --execute` (offsets'
+            f" {other}-{entry.offset - 1} are then written a second time: duplicates, nothing lost) and"
+            " start it again on the same checkpoint."
+        )
+    else:
+        recover = (
+            " Nothing is lost: everything below the committed offset was written; drop what splits the"
+            " partition and start the query again on the same checkpoint."
+        )
     raise InputOrderError(
         f"input partition {scope.where}: the task whose rows of batch {scope.batch_id} begin at offset"
-        f" {stamp['from']} committed offset {entry.offset} for it, and this task's begin at {scope.first}:"
-        " two tasks hold rows of it: the Kafka"
-        " source split the partition (minPartitions, maxRecordsPerPartition) or the query moved its rows"
-        " (repartition, union, ...). Write such a stream with foreachBatch(eos.sink(...)), which"
-        " regroups it. This task wrote nothing; its rows below that offset, if any, were not written (the"
-        " other task committed past them: the ledger and `eos offsets show` have the figures).",
+        f" {other} committed offset {entry.offset} for it, and this task's begin at {scope.first}: two"
+        " tasks hold rows of it: the Kafka source split the partition (minPartitions,"
+        " maxRecordsPerPartition) or the query moved its rows (repartition, union, ...), which"
+        " foreachBatch(eos.sink(...)) regroups and a data source or ForeachWriter cannot. This task wrote"
+        f" nothing.{recover}",
         topic=scope.topic,
         partition=scope.partition,
         offset=entry.offset,

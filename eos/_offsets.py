@@ -183,6 +183,36 @@ def commit(
     )
 
 
+def commit_many(config: Config, offsets: Mapping[tuple[str, int], int], log=None) -> None:
+    """Synchronously commit `offsets` for the group, stamped as this app's (where input partitions start)."""
+    consumer = _clients.group_consumer(config)
+    request = [TopicPartition(t, p, o, stamp(config)) for (t, p), o in sorted(offsets.items())]
+    _kafka.call(
+        lambda: consumer.commit(offsets=request, asynchronous=False),
+        what=f"committing the starting offsets of group {config.app_id!r}",
+        timeout_s=config.operation_timeout_ms / 1000,
+        log=log,
+    )
+
+
+def log_offsets(config: Config, tps: Iterable[tuple[str, int]], latest: bool) -> dict[tuple[str, int], int]:
+    """Each partition's earliest offset (the log start), or its latest (the end of its committed records:
+    where a read_committed consumer starting at "latest" begins)."""
+    consumer = _clients.offsets_consumer(config, stable=True)  # read_committed: latest is the stable end
+    timeout = config.operation_timeout_ms / 1000
+    out = {}
+    for topic, partition in tps:
+        low, high = _kafka.call(
+            lambda t=topic, p=partition: consumer.get_watermark_offsets(
+                TopicPartition(t, p), timeout=timeout
+            ),
+            what=f"reading the offsets of {topic}/{partition}",
+            timeout_s=timeout,
+        )
+        out[(topic, partition)] = high if latest else low
+    return out
+
+
 def group_metadata(config: Config):
     with _kafka.translating(f"group metadata of {config.app_id!r}"):
         return _clients.group_consumer(config).consumer_group_metadata()

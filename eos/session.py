@@ -18,6 +18,7 @@ from eos._localbroker import free_port
 from eos._log import get_logger
 from eos._task import OnCommit, Process, ProcessBatch
 from eos.config import SPARK_REDACTION_REGEX, Config
+from eos.errors import EosError
 from eos.state import StoreSpec
 
 #: `local[*]` with up to 4 attempts per task, as a cluster has by default (plain `local[*]` has 1).
@@ -148,19 +149,30 @@ def _local_connect(master: str, settings: dict[str, str]):
 
 
 def starting_offsets(config: Config, topics: Sequence[str]) -> str:
-    """Spark's `startingOffsets`: the group's committed offsets where it has them (Kafka is the source
-    of truth, so a lost Spark checkpoint does not reprocess committed input), else the configured default."""
+    """Spark's `startingOffsets`: the group's committed offsets (Kafka is the source of truth, so a lost
+    Spark checkpoint does not reprocess committed input). An input partition without one starts at its
+    earliest or latest offset (`starting_offsets`), resolved here and committed for the group (stamped as
+    eos's own): every batch then has a committed offset to check its rows against, the first too, which
+    a sink that cannot regroup needs (`format("eos")`, `foreach_writer`: a task holding a later piece of
+    a split partition looks for the input between the committed offset and its first row)."""
     counts = _offsets.require_topics(config, topics, "input")
     tps = [(t, p) for t in topics for p in range(counts[t])]
     # Not require-stable: a transaction left open by a crashed driver would hold the answer back for up to
     # transaction.timeout.ms, and starting below an offset about to commit is safe (tasks skip those rows).
     committed = _offsets.committed(config, tps, stable=False)
-    if all(v is None for v in committed.values()):
-        return config.starting_offsets
-    default = -2 if config.starting_offsets == "earliest" else -1
+    unstarted = [tp for tp, offset in committed.items() if offset is None]
+    if unstarted:
+        starts = _offsets.log_offsets(config, unstarted, latest=config.starting_offsets == "latest")
+        try:
+            _offsets.commit_many(config, starts)
+        except EosError as exc:  # an open transaction may carry offsets for them: its task settles it
+            get_logger(app_id=config.app_id).warning(
+                "could not commit where new input partitions start", error=str(exc), partitions=len(starts)
+            )
+        committed.update(starts)
     spec: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in committed.items():
-        spec.setdefault(topic, {})[str(partition)] = default if offset is None else offset
+        spec.setdefault(topic, {})[str(partition)] = offset
     return json.dumps(spec, sort_keys=True)
 
 

@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pytest
@@ -151,20 +152,77 @@ def test_bad_options_and_columns_fail_before_any_transaction(spark, bootstrap, n
     assert records == []
 
 
-def test_a_split_input_partition_fails_the_batch_and_nothing_is_written_twice(
-    spark, bootstrap, names, tmp_path
+def _first_piece_fails_once(marker_dir):
+    """`process` (pass-through) whose first call at an offset 0 waits 3 s and raises: the task holding
+    that input partition's first piece fails once, after its init_transactions, and its retry comes
+    after the task holding the later piece has had its chance to commit. (Made here to be pickled by
+    value: workers cannot import this module.)"""
+
+    def process(row, state):
+        if row.offset == 0:
+            try:
+                os.close(os.open(os.path.join(marker_dir, f"p{row.partition}"), os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                time.sleep(3)
+                raise ValueError("the first piece's first attempt fails")
+        return eos.Output(row.value, row.key)
+
+    return process
+
+
+@pytest.mark.parametrize("api", ["format_eos", "foreach_writer"])
+def test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_gone(
+    spark, bootstrap, names, tmp_path, api
 ):
-    """minPartitions splits each input partition across two tasks: format("eos") cannot regroup, so the
-    batch fails naming the partition, and what the first pieces committed is a prefix of the input."""
+    """minPartitions splits each input partition across two tasks in a new app's first batch, and the
+    task holding the earlier piece fails once before committing. A data source or ForeachWriter cannot
+    regroup: the batch must fail, what is written must be each partition's prefix up to its committed
+    offset, and the same query without the split, on the same checkpoint, must then write the rest.
+    Before eos.read_stream committed where new partitions start, the later piece had nothing to look
+    from and committed first: the earlier piece's rows lay below the offset, unwritten, and the query
+    stayed stuck on them (InputOrderError at every restart)."""
     source, output, sent = seed(bootstrap, names, 200)
-    options = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": names("app")}
-    options["eos.processing.guarantee"] = "exactly_once"
-    message = _query(spark, bootstrap, source, options, tmp_path / "ckpt", minPartitions=8)
-    assert "InputOrderError" in message and f"input partition {source}/" in message, message
-    assert "foreachBatch(eos.sink(...))" in message
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    config = eos.Config(
+        bootstrap_servers=bootstrap, app_id=app_id, output_topic=output, processing_guarantee="exactly_once"
+    )
+    markers = tmp_path / "once"
+    markers.mkdir()
+    process = _first_piece_fails_once(str(markers))
+    name = eos.register(spark, f"eos-{app_id}", process) if api == "format_eos" else None
+
+    def start(**source_options):
+        df = eos.read_stream(spark, config, [source], **source_options)
+        if api == "format_eos":
+            writer = df.writeStream.format(name)
+            options = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": app_id}
+            for key, value in {**options, "eos.processing.guarantee": "exactly_once"}.items():
+                writer = writer.option(key, value)
+        else:
+            writer = df.writeStream.foreach(eos.foreach_writer(config, process))
+        return writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+
+    with pytest.raises(Exception) as info:
+        start(minPartitions=8).awaitTermination()
+    assert "InputOrderError" in str(info.value) and f"input partition {source}/" in str(info.value)
+
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     result = testing.compare(testing.flatten(sent), records, hanging)
-    assert result.duplicated == 0 and result.out_of_order == 0 and result.unexpected == 0, result
+    assert result.duplicated == result.out_of_order == result.unexpected == 0, result
+    # Each input partition's output (values name their input partition) is its prefix up to the offset
+    # committed for it: nothing below a committed offset was left unwritten.
+    committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
+    per_input = dict.fromkeys(range(PARTITIONS), 0)
+    for r in records:
+        per_input[testing.parse_value(r.value)[1]] += 1
+    assert per_input == {p: committed[(source, p)] or 0 for p in range(PARTITIONS)}, (per_input, committed)
+    assert len(records) < PARTITIONS * 200, "nothing failed: the split was not caught"
+
+    start().awaitTermination()  # the split dropped: the same query, the same checkpoint
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
 
 
 def _rows(topic, start, end):

@@ -37,6 +37,12 @@ class RecordingConsumer:
             for tp in partitions
         ]
 
+    def get_watermark_offsets(self, tp, timeout=None, cached=False):
+        return 7, 90  # partition 1's log start and end
+
+    def commit(self, offsets=None, asynchronous=True):
+        RecordingConsumer.commits.extend((tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets)
+
     def close(self) -> None:
         pass
 
@@ -49,8 +55,12 @@ def test_starting_offsets_do_not_wait_for_open_transactions_but_tasks_do(monkeyp
     monkeypatch.setattr(_offsets, "require_topics", lambda config, topics, role: {"in": 2})
     config = eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")
 
+    monkeypatch.setattr(RecordingConsumer, "commits", [], raising=False)
     spec = session.starting_offsets(config, ["in"])
-    assert json.loads(spec) == {"in": {"0": 40, "1": -2}}
+    # Partition 1 has no committed offset: it starts at its earliest, resolved and committed (stamped) so
+    # that its first batch has a committed offset to check against.
+    assert json.loads(spec) == {"in": {"0": 40, "1": 7}}
+    assert RecordingConsumer.commits == [("in", 1, 7, _offsets.stamp(config))]
     assert RecordingConsumer.stable_reads == [False]
 
     assert _offsets.committed(config, [("in", 0)]) == {("in", 0): 40}
