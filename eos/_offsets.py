@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from eos import _clients, _kafka, _names
 from eos.config import Config
-from eos.errors import ForeignOffsetError, OffsetsUnstableError, RetriableError, TopicNotFoundError
+from eos.errors import EosError, ForeignOffsetError, OffsetsUnstableError, RetriableError, TopicNotFoundError
 
 STAMP_VERSION = "eos/1"
 CLI_STAMP_SOURCE = "cli"
@@ -195,20 +195,25 @@ def commit_many(config: Config, offsets: Mapping[tuple[str, int], int], log=None
     )
 
 
-def log_offsets(config: Config, tps: Iterable[tuple[str, int]], latest: bool) -> dict[tuple[str, int], int]:
+def log_offsets(
+    config: Config, tps: Iterable[tuple[str, int]], latest: bool, log=None
+) -> dict[tuple[str, int], int]:
     """Each partition's earliest offset (the log start), or its latest (the end of its committed records:
-    where a read_committed consumer starting at "latest" begins)."""
+    where a read_committed consumer starting at "latest" begins). A partition that cannot be read (one
+    added a moment ago, not yet in the client's metadata) is left out."""
     consumer = _clients.offsets_consumer(config, stable=True)  # read_committed: latest is the stable end
     timeout = config.operation_timeout_ms / 1000
     out = {}
     for topic, partition in tps:
-        low, high = _kafka.call(
-            lambda t=topic, p=partition: consumer.get_watermark_offsets(
-                TopicPartition(t, p), timeout=timeout
-            ),
-            what=f"reading the offsets of {topic}/{partition}",
-            timeout_s=timeout,
-        )
+        try:
+            with _kafka.translating(f"reading the offsets of {topic}/{partition}"):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except EosError as exc:
+            if log is not None:
+                log.info(
+                    "offsets of an input partition not read", topic=topic, partition=partition, error=str(exc)
+                )
+            continue
         out[(topic, partition)] = high if latest else low
     return out
 

@@ -162,17 +162,20 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     committed = _offsets.committed(config, tps, stable=False)
     unstarted = [tp for tp, offset in committed.items() if offset is None]
     if unstarted:
-        starts = _offsets.log_offsets(config, unstarted, latest=config.starting_offsets == "latest")
+        log = get_logger(app_id=config.app_id)
+        starts = _offsets.log_offsets(config, unstarted, config.starting_offsets == "latest", log)
         try:
-            _offsets.commit_many(config, starts)
+            if starts:
+                _offsets.commit_many(config, starts)
         except EosError as exc:  # an open transaction may carry offsets for them: its task settles it
-            get_logger(app_id=config.app_id).warning(
+            log.warning(
                 "could not commit where new input partitions start", error=str(exc), partitions=len(starts)
             )
         committed.update(starts)
+    default = -2 if config.starting_offsets == "earliest" else -1  # Spark's names for them
     spec: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in committed.items():
-        spec.setdefault(topic, {})[str(partition)] = offset
+        spec.setdefault(topic, {})[str(partition)] = default if offset is None else offset
     return json.dumps(spec, sort_keys=True)
 
 
