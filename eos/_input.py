@@ -252,7 +252,8 @@ def require_contiguous(scope: PartitionScope, committed: int | None) -> None:
         " source split the partition across tasks (minPartitions, maxRecordsPerPartition: drop them) or"
         " the query moved its rows (repartition, union, ...): write such a stream with"
         " foreachBatch(eos.sink(...)), which regroups it. If the query filters input rows out on"
-        " purpose, set option eos.input.filtered=true (and keep each input partition in one task)."
+        ' purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
+        " input_filtered=True)) and keep each input partition in one task."
         " Nothing of this partition was written.",
         topic=topic,
         partition=partition,

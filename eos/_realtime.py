@@ -7,8 +7,12 @@ is a batch):
     R1. `open(partition_id, epoch_id)`: nothing is written yet;
     R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row names the input
         partition and starts its `PartitionTask` (steps 1-4, with the checks of `eos._input`: a
-        ForeachWriter cannot regroup either), each batch is fed to it (steps 5-7, committing whenever
-        due), and a row of another input partition fails the task (InputOrderError);
+        ForeachWriter cannot regroup either), each batch is checked against `eos_input` and fed to it
+        (steps 5-7, committing whenever due), and a row of another input partition fails the task
+        (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
+        `commit_interval_ms` and commits a transaction open for `commit_interval_ms`: an epoch may be
+        longer than `transaction_timeout_ms`, and rows may trickle or stop, so commits cannot wait for
+        the next row or the epoch's end;
     R3. `close(None)`: the rest is fed and the open transaction committed: the epoch boundary is a
         commit point. `close(error)`: the producer is thrown away with its open transaction (the next
         incarnation's init_transactions aborts it) and Spark's retry redoes the epoch from the
@@ -17,6 +21,9 @@ is a batch):
 
 from __future__ import annotations
 
+import datetime
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,20 +38,15 @@ from eos.state import StoreSpec
 
 #: Rows gathered before they are fed to the task as one Arrow batch.
 ROWS = 1_000
-_KAFKA_TYPES = {
-    "topic": "string",
-    "partition": "int",
-    "offset": "bigint",
-    "value": "binary",
-    "key": "binary",
-    INPUT_COLUMN: INPUT_COLUMN_TYPE,
-}
 _QUERY_ID = "sql.streaming.queryId"
+_PROVENANCE = Provenance(column=INPUT_COLUMN)
 
 
 class ForeachWriter:
     """A Spark ForeachWriter that writes each input partition's rows of an epoch exactly once (see the
-    module). `process(row, state)`, `stores` and `on_commit` are `eos.sink`'s."""
+    module). `process(row, state)`, `stores` and `on_commit` are `eos.sink`'s. `input_filtered`: the
+    query drops input rows on purpose before the writer, so a gap between the committed offset and a
+    task's first row is no sign of input another task holds (`format("eos")`'s `eos.input.filtered`)."""
 
     def __init__(
         self,
@@ -52,53 +54,90 @@ class ForeachWriter:
         process: Process | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
         on_commit: OnCommit | None = None,
+        *,
+        input_filtered: bool = False,
     ) -> None:
         self.config = config
         self.process_row = process
         self.stores = store_specs(process, None, stores)
         self.on_commit = on_commit
+        self.input_filtered = input_filtered
 
     def open(self, partition_id: int, epoch_id: int) -> bool:  # R1
         self.epoch = epoch_id
         self.task: PartitionTask | None = None
         self.rows: list[dict[str, Any]] = []
+        self.gathered_at = 0.0  # when the oldest gathered row arrived (monotonic)
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._failure: BaseException | None = None  # what the flusher met, raised at the next call
         return True
 
     def process(self, row) -> None:  # R2
         values = row.asDict(recursive=True)
-        if self.task is None:
-            self._start(values)
-        elif (values["topic"], values["partition"]) != (self.task.topic, self.task.partition):
-            raise InputOrderError(
-                f"a task of epoch {self.epoch} got rows of input partitions {self.task.topic}/"
-                f"{self.task.partition} and {values['topic']}/{values['partition']}: eos.foreach_writer"
-                " writes one input partition per task (as real-time mode gives it). Nothing more of this"
-                " epoch was written.",
-                topic=values["topic"],
-                partition=values["partition"],
-                offset=values["offset"],
-            )
-        self.rows.append(values)
-        if len(self.rows) >= ROWS:
-            self._feed()
+        with self._lock:
+            self._raise_failure()
+            if self.task is None:
+                self._start(values)
+                self._flusher = threading.Thread(target=self._flush, name="eos-foreach-commits", daemon=True)
+                self._flusher.start()
+            elif (values["topic"], values["partition"]) != (self.task.topic, self.task.partition):
+                raise InputOrderError(
+                    f"a task of epoch {self.epoch} got rows of input partitions {self.task.topic}/"
+                    f"{self.task.partition} and {values['topic']}/{values['partition']}: eos.foreach_writer"
+                    " writes one input partition per task (as real-time mode gives it). Nothing more of"
+                    " this epoch was written.",
+                    topic=values["topic"],
+                    partition=values["partition"],
+                    offset=values["offset"],
+                )
+            if not self.rows:
+                self.gathered_at = time.monotonic()
+            self.rows.append(values)
+            if len(self.rows) >= ROWS:
+                self._feed()
 
     def close(self, error) -> None:  # R3 (Spark calls it with the error open or process raised)
+        self._stopped.set()
+        if self._flusher is not None:
+            self._flusher.join()
         if self.task is None:
             return
         if error is not None:
             self.task.fail()
             return
         try:
+            self._raise_failure()
             self._feed()
             self.task.finish()
         except BaseException:
             self.task.fail()
             raise
 
+    def _flush(self) -> None:
+        """Between rows: feed rows that waited half of commit_interval_ms, commit what is due."""
+        interval = self.config.commit_interval_ms / 1000
+        while not self._stopped.wait(interval / 4):
+            with self._lock:
+                if self._failure is not None:
+                    return
+                try:
+                    if self.rows and time.monotonic() - self.gathered_at >= interval / 2:
+                        self._feed()
+                    self.task.commit_if_due()
+                except BaseException as exc:  # noqa: BLE001 - raised in the task's thread at its next call
+                    self._failure = exc
+                    return
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
     def _start(self, values: dict[str, Any]) -> None:
         from pyspark import TaskContext
 
-        dtypes = [(name, _KAFKA_TYPES.get(name, "unknown")) for name in values]
+        dtypes = [(name, _spark_type(name, value, self.config)) for name, value in values.items()]
         layout, _ = batch_layout(self.config, dtypes, self.process_row is not None)
         if input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
@@ -110,7 +149,7 @@ class ForeachWriter:
             process=self.process_row,
             stores=self.stores,
             on_commit=self.on_commit,
-            check_input=True,
+            check_input=not self.input_filtered,
             query=context.getLocalProperty(_QUERY_ID) if context is not None else None,
         )
         self.task = PartitionTask(job, values["topic"], values["partition"])
@@ -123,7 +162,36 @@ class ForeachWriter:
             self.task.feed(batch)
 
 
-_PROVENANCE = Provenance(column=INPUT_COLUMN)
+def _spark_type(name: str, value: Any, config: Config) -> str:
+    """The Spark SQL type a row's value has, as `DataFrame.dtypes` names it, for the checks of
+    `batch_layout` (a ForeachWriter sees values, not the schema). A null says nothing: it passes as
+    the type the column should have."""
+    if value is None:
+        expected = {
+            config.output_topic_column: "string",
+            config.output_partition_column: "int",
+            INPUT_COLUMN: INPUT_COLUMN_TYPE,
+        }
+        return expected.get(name, "binary")
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint" if name == "offset" else "int"
+    if isinstance(value, bytes | bytearray):
+        return "binary"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, datetime.datetime):
+        return "timestamp"
+    if isinstance(value, dict):
+        return "struct<" + ",".join(f"{k}:{_spark_type(k, v, config)}" for k, v in value.items()) + ">"
+    if isinstance(value, list):
+        if name == "headers":  # Spark's Kafka headers, empty or not
+            return "array<struct<key:string,value:binary>>"
+        return f"array<{_spark_type('', value[0], config) if value else 'void'}>"
+    return type(value).__name__
 
 
 def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:

@@ -191,6 +191,12 @@ class PartitionTask:
             if self.checkpoint is not None and self.checkpoint.due():
                 self._guarded(self._commit)
 
+    def commit_if_due(self) -> None:
+        """Commit the open transaction if it is due (`Checkpoint.due`): for a writer that is handed rows
+        and sees time pass between them (`eos._realtime`)."""
+        if self.checkpoint is not None and self.checkpoint.due():
+            self._guarded(self._commit)
+
     def finish(self) -> PartitionStats:
         """Commit what is open; hand the producer back to the worker's cache."""
         if self.checkpoint is not None:

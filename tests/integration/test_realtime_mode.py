@@ -217,3 +217,70 @@ def test_foreach_writer_in_real_time_mode_survives_driver_kills(bootstrap, names
     assert result.exactly_once, result
     assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
     assert sum(skipped) > 0, "no kill landed mid-epoch: nothing was replayed"
+
+
+def test_foreach_writer_commits_on_its_interval_while_rows_trickle(spark, bootstrap, names, tmp_path):
+    """Real-time mode with epochs of 40 s, longer than the transaction timeout (10 s): 1,000 records at
+    once (a transaction opens), then one record every 0.5 s. Before, that transaction stayed open until
+    1,000 more rows or the epoch's end, so the broker aborted it and every epoch ended in
+    TransactionTimeoutError, outputs waiting a whole epoch. Now commits come every commit_interval_ms (2 s)
+    whatever the rows do: outputs are visible long before the first epoch ends."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    import eos
+
+    source, output = names("rtm-in"), names("rtm-out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 1_000)
+    trickled: list[bytes] = []
+
+    def trickle() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for seq in range(1_000, 1_040):
+            value = testing.seq_value(source, 0, seq)
+            producer.produce(source, value, b"k", partition=0)
+            producer.flush(10)
+            trickled.append(value)
+            time.sleep(0.5)
+
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        transaction_timeout_ms=10_000,
+        commit_interval_ms=2_000,
+    )
+    df = eos.read_stream(spark, config, [source])
+    query = (
+        df.writeStream.foreach(eos.foreach_writer(config))
+        .outputMode("update")
+        .trigger(realTime="40 seconds")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    producer = threading.Thread(target=trickle, daemon=True)
+    started = time.monotonic()
+    producer.start()
+    try:
+        time.sleep(15)  # well inside the first epoch
+        visible = _count(bootstrap, output)
+        assert query.exception() is None, query.exception()
+        assert visible >= 1_000 + 10, f"{visible} outputs visible 15 s into a 40 s epoch"
+        producer.join(60)
+        deadline = time.monotonic() + 60
+        while _count(bootstrap, output) < 1_040 and time.monotonic() < deadline and query.exception() is None:
+            time.sleep(1)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    sent[0].extend(trickled)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    print(
+        f"trickle: {visible} outputs visible at 15 s;"
+        f" all {result.received} after {time.monotonic() - started:.0f}s"
+    )
+    assert result.exactly_once, result
