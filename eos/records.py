@@ -67,7 +67,7 @@ def outputs_of(result: Any) -> Iterable[Output]:
 
 def _one(item: Any) -> Output:
     if isinstance(item, Output):
-        return item
+        return _routed(item)
     if isinstance(item, Mapping):
         unknown = set(item) - {"value", "key", "headers", "topic", "partition"}
         if unknown:
@@ -75,7 +75,26 @@ def _one(item: Any) -> Output:
             raise OutputTypeError(field, item, f"output has unknown field {field!r}")
         if "value" not in item:
             raise OutputTypeError("value", item, "output mapping has no 'value' field")
-        return Output(**item)
+        return _routed(Output(**item))
     if isinstance(item, bytes | bytearray | memoryview | str):
         return Output(item)
     raise OutputTypeError("value", item, f"process returned a {type(item).__name__}, not an Output")
+
+
+def _routed(out: Output) -> Output:
+    """`out`, whose topic and partition a producer can take (else OutputTypeError naming the field,
+    which the task reports as the ProcessError of the record that returned it)."""
+    if out.topic is not None and not isinstance(out.topic, str):
+        raise OutputTypeError(
+            "topic", out.topic, f"output field 'topic' must be a topic name (str) or None, not {out.topic!r}"
+        )
+    partition = out.partition
+    if partition is not None and (
+        isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+    ):
+        raise OutputTypeError(
+            "partition",
+            partition,
+            f"output field 'partition' must be an int >= 0 (None: the partitioner picks), not {partition!r}",
+        )
+    return out

@@ -27,6 +27,11 @@ class Store:
         self._backend = backend  # eos.state._sqlite.PartitionStore
 
     def _key(self, key: Any) -> bytes:
+        if key is None:
+            raise TypeError(
+                f"store {self.name!r}: a key cannot be None (a Kafka record without a key has row.key"
+                " None): decide in process what such a row does, skip it (return None) or give it a key"
+            )
         if isinstance(key, bytearray | memoryview):
             key = bytes(key)
         serde = self._spec.key_serde

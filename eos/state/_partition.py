@@ -98,7 +98,14 @@ class PartitionState:
                 checkpoint, self._topic_ids[name], skip_from, start, high, self._retention_ms[name]
             )
         if start is None or distrust is not None:
-            if distrust is not None:
+            if store.corruption is not None:
+                log.warning(
+                    "local store file damaged: deleted, restoring it from the changelog",
+                    store=name,
+                    error=store.corruption,
+                )
+                store.corruption = None
+            elif distrust is not None:
                 log.warning(
                     "local store not trusted: wiping and restoring it whole", store=name, reason=distrust
                 )

@@ -47,6 +47,8 @@ class PartitionStore:
         self._checkpointed = False
         #: the topic id of the changelog the store reflects, recorded in every checkpoint it writes
         self.changelog_id: str | None = None
+        #: why the file was found damaged and deleted when the store opened (None: it was not)
+        self.corruption: str | None = None
         self._db: sqlite3.Connection | None = None
         self._max_variables = 999
 
@@ -70,7 +72,15 @@ class PartitionStore:
                     ) from None
                 time.sleep(0.05)
         self._lock_fd = fd
-        self._connect()
+        try:
+            self._connect()
+            self.local_offset()  # reads a page: a damaged file says so now, not in the middle of a task
+        except sqlite3.DatabaseError as exc:
+            if not _corrupt(exc):
+                raise
+            # The changelog is the store's truth: a damaged cache is deleted, and recovery restores it.
+            self.corruption = f"{type(exc).__name__}: {exc}"
+            self.wipe()
 
     def _connect(self) -> None:
         self._db = sqlite3.connect(self.db_path, isolation_level=None, check_same_thread=False)
@@ -94,13 +104,23 @@ class PartitionStore:
 
     # -- reads and writes while processing ------------------------------------------------------------
 
+    def _unclean_if_damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """A damaged file found while a task reads or writes the store: without its checkpoint, the
+        next attempt wipes it and restores the changelog (instead of failing on it again)."""
+        if _corrupt(exc):
+            self.delete_checkpoint()
+
     def get(self, key: bytes) -> bytes | None:
         if key in self.pending:
             return self.pending[key]
         cache = self._read_cache
         if key in cache:
             return cache[key]  # a SQLite query per key measured 4.7 us, most of a stateful row's time
-        row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        try:
+            row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._unclean_if_damaged(exc)
+            raise
         value = row[0] if row else None
         self._remember({key: value})
         return value
@@ -120,7 +140,11 @@ class PartitionStore:
             part = wanted[i : i + step]
             marks = ",".join("?" * len(part))
             read = dict.fromkeys(part)
-            read.update(self._db.execute(f"SELECT k, v FROM kv WHERE k IN ({marks})", part).fetchall())
+            try:
+                read.update(self._db.execute(f"SELECT k, v FROM kv WHERE k IN ({marks})", part).fetchall())
+            except sqlite3.DatabaseError as exc:
+                self._unclean_if_damaged(exc)
+                raise
             found.update(read)
         self._remember({k: found[k] for k in wanted})
         return [pending[k] if k in pending else found[k] for k in keys]
@@ -174,7 +198,9 @@ class PartitionStore:
             if changelog_offset is not None:
                 db.execute(_names.WRITE_LOCAL_OFFSET, (changelog_offset,))
             db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, sqlite3.DatabaseError):
+                self._unclean_if_damaged(exc)
             db.execute("ROLLBACK")
             raise
 
@@ -203,6 +229,7 @@ class PartitionStore:
         self.delete_checkpoint()
         if self._db is not None:
             self._db.close()
+            self._db = None
         for suffix in _names.WIPED_SUFFIXES:
             _names.store_file(self.directory, self.name, suffix).unlink(missing_ok=True)
         self._connect()
@@ -229,4 +256,14 @@ class PartitionStore:
         self._checkpointed = False
 
     def local_offset(self) -> int | None:
-        return _names.local_offset(self._db)
+        try:
+            return _names.local_offset(self._db)
+        except sqlite3.DatabaseError as exc:
+            self._unclean_if_damaged(exc)
+            raise
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged database file ("file is not a database", "database disk image is malformed"): SQLite
+    raises DatabaseError itself for those, its subclasses for a lock, a constraint, a bad statement."""
+    return type(exc) is sqlite3.DatabaseError

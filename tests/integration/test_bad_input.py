@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from conftest import group_offsets
 from pyspark.sql import functions as F
 
 import eos
 from eos import testing
+from examples.pipeline import count_per_key
 
 RECORDS = 200
 BAD_OFFSET = 150
@@ -170,3 +172,82 @@ def test_unreachable_broker_is_an_error_not_a_hang(spark, bootstrap, committed_h
     with pytest.raises(eos.BrokerUnreachableError, match="no Kafka broker"):
         eos.sink(nowhere)(_batch(spark, bootstrap, source, 100, RECORDS), 1)
     assert _snapshot(bootstrap, config, source, output) == before
+
+
+# -- bad input that escaped as raw errors (issue 23, hole 10) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "named"),
+    [
+        ({"partition": "3"}, "output field 'partition' must be an int >= 0"),
+        ({"topic": 123}, "output field 'topic' must be a topic name (str) or None, not 123"),
+    ],
+)
+def test_an_output_routed_by_a_mistyped_field_names_the_field_and_the_record(
+    spark, bootstrap, committed_half, output, named
+):
+    """Before, confluent-kafka's produce() raised a bare TypeError that named neither."""
+    config = committed_half[0]
+
+    def process(row, state):
+        return eos.Output(row.value, row.key, **(output if row.offset == BAD_OFFSET else {}))
+
+    _fails_naming_record(spark, bootstrap, committed_half, eos.sink(config, process), "ProcessError", named)
+
+
+def test_a_record_without_a_key_in_a_keyed_store_says_what_to_do(spark, bootstrap, names):
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        producer.produce(source, b"v%d" % i, None if i == 3 else b"k", partition=0)
+    assert producer.flush(30) == 0
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+
+    def count(row, state):
+        counts = state.store("counts")
+        counts.put(row.key, counts.get(row.key, 0) + 1)
+        return eos.Output(row.value, row.key)
+
+    with pytest.raises(Exception) as info:
+        eos.sink(config, count, {"counts": "json"})(_batch(spark, bootstrap, source, 0, 5), 0)
+    message = str(info.value)
+    assert "ProcessError" in message and f"{source}/0@3" in message, message[-2000:]
+    assert "a key cannot be None" in message and "skip it" in message, message[-2000:]
+
+
+def test_a_damaged_store_file_is_restored_from_the_changelog(spark, bootstrap, names, tmp_path):
+    """Before, SQLite's DatabaseError ("file is not a database") failed every attempt of the task. (What
+    the log says is checked in tests/unit/test_recovery_decisions.py: worker logs do not reach pytest.)"""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 200)
+    app_id = names("app")
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app_id,
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        state_dir=str(tmp_path / "state"),
+    )
+    sink = eos.sink(config, count_per_key, {"counts": "json"})
+    sink(_batch(spark, bootstrap, source, 0, 100), 0)
+    database = tmp_path / "state" / app_id / f"{source}-0" / "counts.sqlite"
+    with open(database, "r+b") as f:  # the header and first page: a disk or a copy gone wrong
+        f.write(b"\xde\xad" * 2048)
+    sink(_batch(spark, bootstrap, source, 100, 200), 1)
+
+    assert sink.last.restored > 0
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(
+        testing.flatten(sent), records, hanging, running_counts=testing.expected_running_counts(sent)
+    )
+    assert result.exactly_once and result.state_mismatches == 0, result

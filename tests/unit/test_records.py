@@ -103,3 +103,21 @@ def test_malformed_result_raises_output_type_error(result):
 def test_a_bare_bytearray_is_one_value_like_bytes():
     """`to_bytes` accepts bytearray values; returned alone, one is iterated into ints today."""
     assert [to_bytes("value", o.value) for o in outputs_of(bytearray(b"v"))] == [b"v"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("partition", "3"),
+        ("partition", -1),
+        ("partition", True),
+        ("partition", 1.5),
+        ("topic", 123),
+        ("topic", b"t"),
+    ],
+)
+def test_an_output_routed_by_a_mistyped_topic_or_partition_is_refused_naming_the_field(field, value):
+    for result in (Output(b"v", **{field: value}), {"value": b"v", field: value}):
+        with pytest.raises(OutputTypeError, match=f"output field '{field}'") as info:
+            list(outputs_of(result))
+        assert info.value.field == field

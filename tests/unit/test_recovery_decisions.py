@@ -8,6 +8,7 @@ the end run the real `_restore` against a fake consumer."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -804,3 +805,33 @@ def test_records_of_another_owner_are_refused(tmp_path, consumer, monkeypatch):
             state.open(committed_input=None)
     finally:
         state.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_damaged_store_file_is_deleted_restored_and_said_so(tmp_path, changelogs, opened_states, mode):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
+    with open(store_dir(tmp_path) / "counts.sqlite", "r+b") as f:
+        f.write(b"\xde\xad" * 2048)  # "file is not a database"
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
+    log = Log()
+    state = opened_states(config(tmp_path, mode), "counts", log=log)
+    assert changelogs.restores == [("counts", 0)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+    assert log.said("local store file damaged: deleted, restoring it from the changelog")
+
+
+def test_a_store_damaged_while_a_task_reads_it_loses_its_checkpoint(tmp_path):
+    """Damage found in the middle of a task fails the task, and the retry must not meet it again: the
+    checkpoint is deleted, so the next attempt restores from the changelog."""
+    seed(tmp_path, "counts", {b"k%d" % i: b"x" * 2000 for i in range(200)}, offset=1)
+    store = PartitionStore(store_dir(tmp_path), "counts", transactional=True)
+    store.open(lock_timeout_s=1)
+    try:
+        with open(store.db_path, "r+b") as f:  # past the header, into the pages of the rows
+            f.seek(8192)
+            f.write(b"\xde\xad" * 100_000)
+        with pytest.raises(sqlite3.DatabaseError):
+            [store.get(b"k%d" % i) for i in range(200)]
+        assert store.read_checkpoint() is None
+    finally:
+        store.close()
