@@ -88,24 +88,43 @@ def bootstrap(broker: Broker) -> str:
     return broker.bootstrap_servers
 
 
+def _connect_available() -> bool:
+    """A Spark Connect server can start from this PySpark install (4.0+, with the `connect` extra)."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        return False
+    try:
+        import grpc  # noqa: F401 - the Connect client's transport
+    except ImportError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="session")
-def connect(broker: Broker):
-    """A Spark Connect session to a server in this process's JVM (which also hosts `spark`, whose
-    teardown stops both)."""
+def sessions(broker: Broker):
+    """The classic session and, where PySpark has a Connect server, a Connect session to one in the
+    same JVM (started first: the classic session then is the one hosting the server)."""
     import eos
 
-    return eos.spark_session("eos-tests", remote="local")
+    connect = eos.spark_session("eos-tests", remote="local") if _connect_available() else None
+    classic = eos.spark_session("eos-tests")
+    yield classic, connect
+    if connect is not None:
+        connect.stop()  # first: it releases its server-side session, which needs the server up
+    classic.stop()
 
 
 @pytest.fixture(scope="session")
-def spark(connect):
-    """The classic session (its JVM hosts the Connect server of `connect`: one JVM for both)."""
-    import eos
+def spark(sessions):
+    return sessions[0]
 
-    session = eos.spark_session("eos-tests")
-    yield session
-    connect.stop()  # first: it releases its server-side session, which needs the server up
-    session.stop()
+
+@pytest.fixture(scope="session")
+def connect(sessions):
+    if sessions[1] is None:
+        pytest.skip("Spark Connect needs PySpark 4.0+ with the connect extra")
+    return sessions[1]
 
 
 @pytest.fixture
@@ -188,14 +207,18 @@ def line_count(path) -> int:
         return sum(1 for _ in f)
 
 
-def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float = 180) -> bool:
-    """SIGKILL the pipeline's process group (driver, JVM, Python workers) once `more` transactions
-    were committed after now (`--commits` lines), so mid-batch; False if it had ended already."""
+def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float = 180) -> None:
+    """SIGKILL the pipeline's process group (driver, JVM, Python workers) as soon as `more` transactions
+    were committed after now (`--commits` lines), so mid-batch. Fails the test when they never come: the
+    driver ended first, or `timeout` passed. (A kill at a deadline would prove only that the process
+    was alive.)"""
     wanted = line_count(commits) + more
     deadline = time.monotonic() + timeout
-    while line_count(commits) < wanted and proc.running() and time.monotonic() < deadline:
+    while line_count(commits) < wanted:
+        assert proc.running(), f"the driver ended before {more} more commits:\n{proc.log_tail()}"
+        assert time.monotonic() < deadline, f"{more} more commits did not come within {timeout}s"
         time.sleep(0.01)
-    return proc.kill()
+    assert proc.kill(), "the driver ended as the commits came, before the kill"
 
 
 def finish(proc: DriverProcess) -> None:

@@ -73,7 +73,7 @@ def _nothing_wrong_committed(bootstrap, config, source, output, sent):
     ],
 )
 def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_written(
-    spark, connect, bootstrap, names, tmp_path, api
+    spark, bootstrap, names, tmp_path, api, request
 ):
     source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
     config = eos.Config(
@@ -82,7 +82,7 @@ def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_wr
         output_topic=output,
         processing_guarantee="exactly_once",
     )
-    session = connect if api == "foreachBatch-connect" else spark
+    session = request.getfixturevalue("connect") if api == "foreachBatch-connect" else spark
     df = eos.read_stream(session, config, [source])
     checkpoint = tmp_path / "ckpt"
 
