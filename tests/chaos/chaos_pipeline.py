@@ -1,7 +1,8 @@
 """The driver program the chaos harness starts, kills and restarts.
 
     python -m tests.chaos.chaos_pipeline --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
-        --summaries FILE --events-dir DIR [--stateful] [--max-offsets N] [--rerun-trigger FILE]
+        --summaries FILE --events-dir DIR [--stateful] [--format-eos] [--max-offsets N]
+        [--rerun-trigger FILE]
 
 Like examples/pipeline.py, with what a fault schedule needs on a standalone cluster:
 - every EOS_* variable of this process is passed to the executors (`spark.executorEnv`), so the crash
@@ -11,22 +12,62 @@ Like examples/pipeline.py, with what a fault schedule needs on a standalone clus
 - `--rerun-trigger FILE`: once FILE exists, SIGKILL this driver's process group right after the sink has
   finished a batch and before Spark writes that batch to its commit log (F5: Spark re-runs it); the
   batch id is appended to `<events-dir>/rerun-kills`.
+- `--format-eos`: write with `df.writeStream.format(...)` instead of `foreachBatch`; the data source's
+  driver-side commit (S3) is where the summary line is written and where the F5 kill comes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import sys
 
 from pyspark import cloudpickle
 
 import eos
+from eos._datasource import Functions, source_class
 from examples import pipeline
 
-# The standalone cluster's executors run in work directories of their own, where the `examples` package
-# (not installed) cannot be imported: Spark ships `count_per_key` to them by value.
+# The standalone cluster's executors run in work directories of their own, where the `examples` and
+# `tests` packages (not installed) cannot be imported: Spark ships what they use by value.
 cloudpickle.register_pickle_by_value(pipeline)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def rerun_kill(events_dir: str, trigger: str | None, batch_id: int) -> None:
+    """F5: once `trigger` exists, SIGKILL the driver's process group now, the batch written but not yet
+    in Spark's commit log."""
+    if trigger and os.path.exists(trigger):
+        with open(os.path.join(events_dir, "rerun-kills"), "a") as f:
+            f.write(f"{batch_id}\n")
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def chaos_source(functions: Functions, summaries: str, events_dir: str, trigger: str | None):
+    """`format("eos")` whose driver-side commit (S3) also appends the batch's figures to `summaries`, as
+    the foreachBatch pipeline's `on_batch` does, and is where the F5 kill comes."""
+    base = source_class("eos-chaos", functions)
+
+    class ChaosSource(base):
+        def streamWriter(self, schema, overwrite):  # noqa: N802 - Spark's name
+            writer = super().streamWriter(schema, overwrite)
+            commit = writer.commit
+
+            def commit_then_maybe_die(messages, batch_id):
+                commit(messages, batch_id)
+                stats = [p for m in messages if m for p in m.partitions]
+                figures = ("records_in", "records_out", "skipped", "transactions", "aborted", "redos")
+                summary = {"batch_id": batch_id, **{k: sum(p[k] for p in stats) for k in figures}}
+                with open(summaries, "a") as f:
+                    f.write(json.dumps(summary) + "\n")
+                rerun_kill(events_dir, trigger, batch_id)
+
+            writer.commit = commit_then_maybe_die
+            return writer
+
+    return ChaosSource
 
 
 def main() -> None:
@@ -37,6 +78,7 @@ def main() -> None:
     parser.add_argument("--max-offsets", type=int, default=2_000)
     parser.add_argument("--rerun-trigger")
     parser.add_argument("--stateful", action="store_true")
+    parser.add_argument("--format-eos", action="store_true")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -63,26 +105,38 @@ def main() -> None:
             conf[f"spark.executorEnv.{key}"] = value
     spark = eos.spark_session(f"chaos-{args.app_id}", conf=conf)
     df = eos.read_stream(spark, config, [args.input], maxOffsetsPerTrigger=args.max_offsets)
-    sink = (
-        eos.sink(config, pipeline.count_per_key, stores={"counts": "json"})
-        if args.stateful
-        else eos.sink(config)
-    )
+    stores = {"counts": "json"}
+    if args.format_eos:
+        functions = (
+            Functions(process=pipeline.count_per_key, stores={"counts": eos.StoreSpec()})
+            if args.stateful
+            else Functions()
+        )
+        spark.dataSource.register(
+            chaos_source(functions, args.summaries, args.events_dir, args.rerun_trigger)
+        )
+        writer = df.writeStream.format("eos-chaos")
+        options = {
+            "kafka.bootstrap.servers": config.bootstrap_servers,
+            "topic": config.output_topic,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": config.processing_guarantee,
+            "eos.transaction.timeout.ms": config.transaction_timeout_ms,
+            "eos.commit.interval.ms": config.commit_interval_ms,
+            "eos.state.dir": config.state_dir,
+        }
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+    else:
+        sink = eos.sink(config, pipeline.count_per_key, stores=stores) if args.stateful else eos.sink(config)
 
-    def write(batch_df, batch_id):
-        sink(batch_df, batch_id)
-        pipeline.append_summary(args.summaries, sink.last)
-        if args.rerun_trigger and os.path.exists(args.rerun_trigger):
-            with open(os.path.join(args.events_dir, "rerun-kills"), "a") as f:
-                f.write(f"{batch_id}\n")
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+        def write(batch_df, batch_id):
+            sink(batch_df, batch_id)
+            pipeline.append_summary(args.summaries, sink.last)
+            rerun_kill(args.events_dir, args.rerun_trigger, batch_id)
 
-    query = (
-        df.writeStream.foreachBatch(write)
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+        writer = df.writeStream.foreachBatch(write)
+    query = writer.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     spark.stop()
 

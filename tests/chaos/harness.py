@@ -1,7 +1,8 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
     python -m tests.chaos.harness [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
-                                [--pipelines stateless,stateful] [--guarantees exactly_once,at_least_once]
+                                [--pipelines stateless,stateful,format]
+                                [--guarantees exactly_once,at_least_once]
                                 [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
 `--brokers 3`: a replicated cluster (three brokers and a controller of its own, replication factor 3 for
@@ -319,9 +320,12 @@ class Chaos:
 
     # -- one run ---------------------------------------------------------------------------------------
 
-    def run(self, guarantee: str, stateful: bool, plan: list[Incarnation]) -> dict:
+    def run(self, guarantee: str, pipeline: str, plan: list[Incarnation]) -> dict:
+        """`pipeline`: "stateless" (pass-through), "stateful" (a running count per key) through
+        `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`."""
         started = time.monotonic()
-        name = f"{guarantee}-{'stateful' if stateful else 'stateless'}"
+        stateful = pipeline in ("stateful", "format")
+        name = f"{guarantee}-{pipeline}"
         run_dir = self.home / name
         events = run_dir / "events"
         events.mkdir(parents=True)
@@ -365,6 +369,7 @@ class Chaos:
                 *("--summaries", str(summaries), "--events-dir", str(events)),
                 *("--max-offsets", str(self.args.max_offsets), "--rerun-trigger", str(trigger)),
                 *(["--stateful"] if stateful else []),
+                *(["--format-eos"] if pipeline == "format" else []),
             ]
             if stateful and "during_restore" in inc.crash_points:
                 # The executors' disk is lost (a move to new hosts): every store restores from its
@@ -448,7 +453,7 @@ class Chaos:
         )
         return {
             "guarantee": guarantee,
-            "pipeline": "stateful" if stateful else "stateless",
+            "pipeline": pipeline,
             "records": final.expected,
             "received": final.received,
             "finished": finished,
@@ -617,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
     parser.add_argument("--max-offsets", type=int, default=1_500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pipelines", default="stateless,stateful")
+    parser.add_argument("--pipelines", default="stateless,stateful,format")
     parser.add_argument("--guarantees", default="exactly_once,at_least_once")
     parser.add_argument("--min-kills", type=int, default=20)
     parser.add_argument("--min-broker-restarts", type=int, default=3)
@@ -638,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for guarantee in args.guarantees.split(","):
                 for pipeline in args.pipelines.split(","):
-                    runs.append(chaos.run(guarantee, pipeline == "stateful", plan))
+                    runs.append(chaos.run(guarantee, pipeline, plan))
                     log(json.dumps(runs[-1]))
     except Interrupted as exc:
         log(f"{exc}: stopped the drivers, the Spark cluster and the broker this run started")
