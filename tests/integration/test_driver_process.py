@@ -74,7 +74,7 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     a batch committed while the batch's other transactions were still being written; every restart
     re-runs that batch and must skip what was committed. On top, one Python worker SIGKILLs itself
     after its outputs were produced and before the offsets were sent (F2): Spark retries the task."""
-    source, output, sent = seed(bootstrap, names, 5_000)
+    source, output, sent = seed(bootstrap, names, 3_000)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
     commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
     once.mkdir()
@@ -115,7 +115,7 @@ def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):
     restarts the broker and resumes it; that transaction must then end one way or the other (committed,
     or aborted and redone) with the output exactly once. The second restart lands where it lands."""
     local = broker.require_local()
-    source, output, sent = seed(local.bootstrap_servers, names, 2_000)
+    source, output, sent = seed(local.bootstrap_servers, names, 1_500)
     summaries, once = tmp_path / "summaries.jsonl", tmp_path / "once"
     once.mkdir()
     proc = start_pipeline(
@@ -147,7 +147,7 @@ def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):
 
     before = len(read_summaries(summaries))
     deadline = time.monotonic() + 180
-    while len(read_summaries(summaries)) < before + 3 and proc.running() and time.monotonic() < deadline:
+    while len(read_summaries(summaries)) < before + 2 and proc.running() and time.monotonic() < deadline:
         time.sleep(0.2)
     second = proc.running()
     if second:

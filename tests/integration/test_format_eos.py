@@ -153,7 +153,7 @@ def test_bad_options_and_columns_fail_before_any_transaction(spark, bootstrap, n
 
 
 def _first_piece_fails_once(marker_dir):
-    """`process` (pass-through) whose first call at an offset 0 waits 3 s and raises: the task holding
+    """`process` (pass-through) whose first call at an offset 0 waits 1.5 s and raises: the task holding
     that input partition's first piece fails once, after its init_transactions, and its retry comes
     after the task holding the later piece has had its chance to commit. (Made here to be pickled by
     value: workers cannot import this module.)"""
@@ -165,7 +165,7 @@ def _first_piece_fails_once(marker_dir):
             except FileExistsError:
                 pass
             else:
-                time.sleep(3)
+                time.sleep(1.5)
                 raise ValueError("the first piece's first attempt fails")
         return eos.Output(row.value, row.key)
 

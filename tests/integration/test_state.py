@@ -16,8 +16,8 @@ from tests.support.counting import changelog_mismatches, expected_final_counts
 from tests.support.summaries import read_summaries
 
 PARTITIONS = 4
-PER_RUN = 2_500  # per partition and run: 2 runs x 4 partitions x 2,500 = 20,000 records
-FAULTS = "after_produce,after_send_offsets,after_commit,during_restore"
+PER_RUN = 1_500  # per partition and run: 2 runs x 4 partitions x 1,500 = 12,000 records
+FAULTS = "before_produce,after_produce,after_send_offsets,after_commit,during_restore"
 
 
 def _local_state(state_dir: Path, app_id: str, source: str) -> dict[tuple[int, bytes], int]:
