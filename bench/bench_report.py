@@ -23,6 +23,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
     ("eos_exactly_once_regrouped", '3" eos exactly_once, always regrouped (shuffle + sort)'),
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
+    ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
 )
 BASELINE = ROWS[0][0]
 

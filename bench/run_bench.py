@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import platform
@@ -437,13 +438,29 @@ class Bench:
     def row_eos_exactly_once_input_column(self, out: str) -> dict:
         """Row 3 with the rows checked against eos_input (as Connect and format("eos") check them), not
         against the lineage, and not regrouped: the cost of carrying and comparing the column."""
-        from eos import _input, sink
+        from eos import _input
+
+        sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
 
         def by_column(lineage, dtypes):
             return _input.Provenance(column=_input.INPUT_COLUMN), False
 
         with patched(sink, "input_provenance", by_column):
             return self._eos_row("eos_exactly_once_input_column", out, "exactly_once")
+
+    def row_eos_exactly_once_unchecked(self, out: str) -> dict:
+        """Row 3 with no input-coordinate check at all (eos before step 0): what rows 3 and 3i cost
+        more is the check's cost."""
+        import attrs
+
+        sink = importlib.import_module("eos.sink")
+
+        def unchecked(**fields):
+            return attrs.evolve(job(**fields), provenance=None)
+
+        job = sink.Job
+        with patched(sink, "Job", unchecked):
+            return self._eos_row("eos_exactly_once_unchecked", out, "exactly_once")
 
     def row_eos_exactly_once_format(self, out: str) -> dict:
         """Row 3 written with `df.writeStream.format("eos")` instead of `foreachBatch(eos.sink(...))`."""
