@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from eos import testing
 from eos._cache import spark_jars_dir
 from tests.chaos.cluster import StandaloneCluster, _spark_home
 from tests.support.summaries import read_summaries
+from tests.support.venvs import fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,11 +41,7 @@ def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, na
     shutil.copy(wheel, shipped)
 
     # A Python without eos for the driver and the executors: the test venv's libraries, not its eos.
-    venv = tmp_path / "node"
-    assert _run(sys.executable, "-m", "venv", str(venv)).returncode == 0
-    python = venv / "bin" / "python"
-    site = _run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
-    (Path(site) / "libs.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python, _ = fresh_venv(tmp_path / "node")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     assert _run(str(python), "-c", "import eos", cwd=outside).returncode != 0, (

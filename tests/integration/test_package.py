@@ -1,9 +1,9 @@
 """The package as users get it: `make dist`'s wheel installed (not editable) into a fresh venv, and the
 e2e pipeline run from that venv, outside the checkout, on the real broker and Spark.
 
-The fresh venv sees the test venv's site-packages through a path file, so it finds pyspark, pyarrow
-and confluent-kafka without downloading them again, but not the checkout's editable `eos`: the only
-`eos` it can import is the wheel's.
+The fresh venv borrows the test venv's libraries (`tests.support.venvs.fresh_venv`), so it finds
+pyspark, pyarrow and confluent-kafka without downloading them again, but not the test venv's `eos`: the
+only `eos` it can import is the wheel's.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -19,8 +18,10 @@ import pytest
 
 import eos
 from eos import testing
+from eos._cache import cache_dir
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries
+from tests.support.venvs import fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,10 +47,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(boo
     assert not [n for n in names_in_wheel if n.startswith(("tests/", "bench/", "examples/"))]
 
     venv = tmp_path / "fresh"
-    _run(sys.executable, "-m", "venv", str(venv))
-    python = venv / "bin" / "python"
-    site = Path(_run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
-    (site / "deps-from-test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python, site = fresh_venv(venv)
     _run(str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel))
 
     outside = tmp_path / "elsewhere"
@@ -77,7 +75,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(boo
     argv = [str(python), str(script), "--bootstrap", bootstrap, "--app-id", names("pkg-app")]
     argv += ["--input", source, "--output", output, "--checkpoint", str(tmp_path / "ckpt")]
     argv += ["--summaries", str(summaries), "--max-offsets", "200"]
-    proc = DriverProcess(argv, env={"PYTHONPATH": ""}, log_path=str(tmp_path / "pipeline.log"), cwd=outside)
+    # The connector jars `make setup` fetched (the wheel's eos has no .cache beside it): without them
+    # spark.jars.packages goes through Ivy, which fails on a ~/.m2 holding a pom without its jar.
+    env = {"PYTHONPATH": "", "EOS_CACHE": str(cache_dir())}
+    proc = DriverProcess(argv, env=env, log_path=str(tmp_path / "pipeline.log"), cwd=outside)
     assert proc.wait() == 0, proc.log_tail()
     assert read_summaries(summaries), proc.log_tail()
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
