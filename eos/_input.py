@@ -97,7 +97,11 @@ def check_rows(batch: pa.RecordBatch, layout: Layout, provenance: Provenance, ta
     Spark read it from (see the module); `task_partition`: the Spark partition this task runs."""
     claimed = [batch.column(name) for name in (layout.topic, layout.partition, layout.offset)]
     if provenance.column is not None:
-        truth = batch.column(provenance.column).flatten()  # the struct's nulls (no record) become nulls
+        column = batch.column(provenance.column)
+        # by name (pyarrow < 15 orders a struct's fields by name where it infers them from dicts); the
+        # struct's nulls (no record) become nulls
+        children = dict(zip((field.name for field in column.type), column.flatten(), strict=True))
+        truth = [children[name] for name in _COORDINATES]
         _refuse_first(
             claimed,
             [_differs(c, t) for c, t in zip(claimed, truth, strict=True)],
