@@ -47,25 +47,27 @@ def test_eos_input_is_read_by_field_name_whatever_the_fields_order():
     """eos.foreach_writer builds its batches from row dicts, and pyarrow before 15 orders a struct
     inferred from dicts by field name (offset, partition, topic): read by position, every row failed
     with ArrowNotImplementedError (string against int64) on Spark 3.5's lowest pins."""
-    coordinates = {"topic": "in", "partition": 1, "offset": 10}
-    rows = [{**coordinates, "value": b"v", INPUT_COLUMN: coordinates}]
-    batch = pa.RecordBatch.from_pylist(
-        rows,
-        schema=pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("value", pa.binary()),
-                (
-                    INPUT_COLUMN,
-                    pa.struct([("offset", pa.int64()), ("partition", pa.int64()), ("topic", pa.string())]),
-                ),
-            ]
-        ),
+    schema = pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("value", pa.binary()),
+            (
+                INPUT_COLUMN,
+                pa.struct([("offset", pa.int64()), ("partition", pa.int64()), ("topic", pa.string())]),
+            ),
+        ]
     )
-    check_rows(batch, LAYOUT, BY_COLUMN, 0)
-    moved = batch.set_column(1, "partition", pa.array([0], pa.int32()))
+    coordinates = {"topic": "in", "partition": 1, "offset": 10}
+
+    def batch(partition):
+        return pa.RecordBatch.from_pylist(
+            [{**coordinates, "partition": partition, "value": b"v", INPUT_COLUMN: coordinates}], schema=schema
+        )
+
+    check_rows(batch(1), LAYOUT, BY_COLUMN, 0)
+    moved = batch(0)
     with pytest.raises(InputCoordinateError) as info:
         check_rows(moved, LAYOUT, BY_COLUMN, 0)
     assert info.value.column == "partition"
