@@ -1,5 +1,5 @@
 """`df.writeStream.foreach(eos.foreach_writer(config))`: eos' protocol on a Spark ForeachWriter, the one
-kind of Python sink Spark's real-time mode (4.1+, `trigger(realTime=...)`) accepts (docs/design.md,
+kind of Python sink Spark's real-time mode (PySpark 4.2+, `trigger(realTime=...)`) accepts (docs/design.md,
 "Real-time mode"). It works in micro-batch mode too, one call per row where the sinks above take Arrow.
 
 Spark calls it per task and epoch (real-time mode: one task per input partition; micro-batch: an epoch

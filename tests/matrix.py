@@ -5,7 +5,7 @@ Here each combination below gets a venv with its Python and pinned libraries (eo
 checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._cache.maven_args`), a
 broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
-read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (Spark 4.1+).
+read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (PySpark 4.2+).
 
 The `pip-spark-X.Y` combinations pin nothing but Spark: eos's wheel and `pyspark==X.Y.Z` are installed
 together as a user would (`pip install eos_spark-*.whl pyspark==3.5.7`), so each gets what pip picks
@@ -42,7 +42,7 @@ E2E_CLASSIC = [
     "tests/integration/test_spark_read.py",
     "tests/integration/test_deploy.py",
     "tests/integration/test_package.py",
-    "tests/integration/test_realtime_mode.py",  # skipped below Spark 4.1
+    "tests/integration/test_realtime_mode.py",  # skipped below PySpark 4.2 (no trigger(realTime=))
     # format("eos"): skipped below Spark 4.0 (no Python data sources)
     "tests/integration/test_format_eos.py::test_driver_sigkilled_running_counts_stay_exactly_once[classic]",
     "tests/integration/test_format_eos.py::test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_gone",

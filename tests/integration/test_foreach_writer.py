@@ -1,4 +1,4 @@
-"""`eos.foreach_writer` in micro-batch mode (any Spark; real-time mode, 4.1+, is test_realtime_mode.py):
+"""`eos.foreach_writer` in micro-batch mode (any Spark; real-time mode, PySpark 4.2+: test_realtime_mode.py):
 what a pipeline writing to Kafka uses takes the same way as with `foreachBatch`. Before, the writer
 refused every one of these: it invented the types of all columns but the Kafka source's, so
 `output_topic_column`, `output_partition_column` and `headers` failed with BatchSchemaError, and it had no

@@ -1,14 +1,16 @@
-"""What Spark's real-time mode (4.1+, `trigger(realTime=...)`) takes as a Python sink, on the real
+"""What Spark's real-time mode (PySpark 4.2+, `trigger(realTime=...)`) takes as a Python sink, on the real
 Spark and broker: the evidence behind docs/design.md "Real-time mode". A Python `ForeachWriter` is
 accepted and sees one task per input partition per epoch, open(partition, epoch) ... close(None) at
 the epoch boundary; a Python data source (`format("eos")`) and `mapInArrow` (eos's data path) are
 refused by the mode's allowlists. Should Spark change any of that, this fails and says which.
 
-Skipped below Spark 4.1 (no real-time mode): `make matrix` runs it on the newest Spark.
+Skipped where PySpark's `trigger` has no `realTime` (below 4.2: Spark 4.1 added the mode to the JVM,
+PySpark 4.1.1's `trigger` does not take it): `make matrix` runs it on the newest Spark.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import time
@@ -16,12 +18,13 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from pyspark.sql.streaming import DataStreamWriter
 
 from eos import testing
 
 pytestmark = pytest.mark.skipif(
-    tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 1),
-    reason=f"real-time mode needs Spark 4.1+ (PySpark {pyspark.__version__})",
+    "realTime" not in inspect.signature(DataStreamWriter.trigger).parameters,
+    reason=f"PySpark {pyspark.__version__}'s trigger() takes no realTime (real-time mode: 4.2+)",
 )
 
 RECORDS = 100
