@@ -41,7 +41,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from eos import testing
+from eos import _names, testing
 from eos._localbroker import LocalBroker, LocalCluster, free_port
 from eos.testing import HistoryChecker, OutputRecord
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
@@ -145,6 +145,7 @@ class Chaos:
         self.source = "chaos-in"
         self.app_id = self.output = ""
         self.stateful = False
+        self.guarantee = ""
         self.sent: dict[int, list[bytes]] = {}
         self.restarts = 0
         self.live: LiveChecker | None = None
@@ -250,12 +251,22 @@ class Chaos:
         return admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader
 
     def _coordinator(self) -> int:
-        """The broker leading the __transaction_state partition of one of the app's transactional ids
-        (Kafka places an id by the absolute value of its Java hash code, modulo the partition count)."""
-        tid = f"{self.app_id}:{self.source}:{self.rng.randrange(self.args.partitions)}"
+        """The broker coordinating the app: exactly_once, the leader of the __transaction_state partition
+        of one of its transactional ids; at_least_once (no transactions: on a fresh cluster that topic
+        does not even exist), the leader of the __consumer_offsets partition of its input group. Kafka
+        places both by the absolute value of the key's Java hash code, modulo the partition count."""
+        if self.guarantee == "exactly_once":
+            topic, key = (
+                "__transaction_state",
+                f"{self.app_id}:{self.source}:{self.rng.randrange(self.args.partitions)}",
+            )
+        else:
+            topic, key = "__consumer_offsets", _names.input_group(self.app_id)
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        state = admin.list_topics("__transaction_state", timeout=30).topics["__transaction_state"]
-        return state.partitions[java_abs(java_hash(tid)) % len(state.partitions)].leader
+        state = admin.list_topics(topic, timeout=30).topics[topic]
+        if not state.partitions:
+            raise RuntimeError(f"coordinator_kill: {topic} has no partitions yet ({state.error})")
+        return state.partitions[java_abs(java_hash(key)) % len(state.partitions)].leader
 
     def _wait_full_isr(self, timeout: float = 180) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
@@ -330,7 +341,7 @@ class Chaos:
         events = run_dir / "events"
         events.mkdir(parents=True)
         app_id, output = f"chaos-{name}", f"chaos-out-{name}"
-        self.app_id, self.output, self.stateful = app_id, output, stateful
+        self.app_id, self.output, self.stateful, self.guarantee = app_id, output, stateful, guarantee
         testing.create_topic(self.bootstrap, output, self.args.partitions)
         counts = testing.expected_running_counts(self.sent) if stateful else None
         live = LiveChecker(
