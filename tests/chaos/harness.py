@@ -287,7 +287,12 @@ class Chaos:
         if fault in ("coordinator_kill", "leader_kill"):
             if fault == "coordinator_kill":
                 self._busy_python_worker()  # tasks are writing: commits are near
-                victim, what = self._coordinator(), "the app's transaction coordinator"
+                victim, what = (
+                    self._coordinator(),
+                    "the app's transaction coordinator"
+                    if self.guarantee == "exactly_once"
+                    else "its group coordinator",
+                )
             else:
                 topic = self.output
                 if self.stateful and self.rng.random() < 0.5:
