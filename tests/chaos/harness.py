@@ -250,23 +250,22 @@ class Chaos:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         return admin.list_topics(topic, timeout=30).topics[topic].partitions[partition].leader
 
-    def _coordinator(self) -> int:
-        """The broker coordinating the app: exactly_once, the leader of the __transaction_state partition
-        of one of its transactional ids; at_least_once (no transactions: on a fresh cluster that topic
-        does not even exist), the leader of the __consumer_offsets partition of its input group. Kafka
-        places both by the absolute value of the key's Java hash code, modulo the partition count."""
+    def _coordinator(self) -> tuple[int, str]:
+        """The broker coordinating the app, and what it coordinates: exactly_once, the leader of the
+        __transaction_state partition of one of its transactional ids; at_least_once (no transactions: on
+        a fresh cluster that topic does not even exist), the leader of the __consumer_offsets partition
+        of its input group. Kafka places both by the absolute value of the key's Java hash code, modulo
+        the partition count."""
         if self.guarantee == "exactly_once":
-            topic, key = (
-                "__transaction_state",
-                f"{self.app_id}:{self.source}:{self.rng.randrange(self.args.partitions)}",
-            )
+            tid = f"{self.app_id}:{self.source}:{self.rng.randrange(self.args.partitions)}"
+            topic, key, what = "__transaction_state", tid, "the app's transaction coordinator"
         else:
-            topic, key = "__consumer_offsets", _names.input_group(self.app_id)
+            topic, key, what = "__consumer_offsets", _names.input_group(self.app_id), "its group coordinator"
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         state = admin.list_topics(topic, timeout=30).topics[topic]
         if not state.partitions:
             raise RuntimeError(f"coordinator_kill: {topic} has no partitions yet ({state.error})")
-        return state.partitions[java_abs(java_hash(key)) % len(state.partitions)].leader
+        return state.partitions[java_abs(java_hash(key)) % len(state.partitions)].leader, what
 
     def _wait_full_isr(self, timeout: float = 180) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
@@ -287,12 +286,7 @@ class Chaos:
         if fault in ("coordinator_kill", "leader_kill"):
             if fault == "coordinator_kill":
                 self._busy_python_worker()  # tasks are writing: commits are near
-                victim, what = (
-                    self._coordinator(),
-                    "the app's transaction coordinator"
-                    if self.guarantee == "exactly_once"
-                    else "its group coordinator",
-                )
+                victim, what = self._coordinator()
             else:
                 topic = self.output
                 if self.stateful and self.rng.random() < 0.5:
