@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+import pyspark
 import pytest
 
 from eos import testing
@@ -87,6 +88,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 #: before the stop runs and commits that batch, then fails building its progress report with this
 #: NullPointerException; the next restart goes on. Spark's own sinks hit it too (no eos involved).
 SPARK_55271 = 'because the return value of "scala.Option.get()" is null'
+_ON_SPARK_41 = pyspark.__version__.startswith("4.1.")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -95,14 +97,7 @@ def pytest_runtest_makereport(item, call):
     before it can check anything; such a failure, and no other, is reported as xfailed."""
     outcome = yield
     report = outcome.get_result()
-    import pyspark
-
-    if (
-        report.failed
-        and call.excinfo is not None
-        and pyspark.__version__.startswith("4.1.")
-        and SPARK_55271 in str(report.longrepr)
-    ):
+    if report.failed and call.excinfo is not None and _ON_SPARK_41 and SPARK_55271 in str(report.longrepr):
         report.outcome = "skipped"
         report.wasxfail = f"SPARK-55271 (Spark {pyspark.__version__}'s Kafka source), not eos"
 
@@ -114,8 +109,6 @@ def bootstrap(broker: Broker) -> str:
 
 def _connect_available() -> bool:
     """A Spark Connect server can start from this PySpark install (4.0+, with the `connect` extra)."""
-    import pyspark
-
     if int(pyspark.__version__.split(".")[0]) < 4:
         return False
     try:
@@ -185,6 +178,17 @@ def run_query(spark, config, topics, checkpoint, process=None, sink=None, **sour
     )
     query.awaitTermination()
     return sink
+
+
+def kafka_stream(spark, bootstrap: str, topic: str):
+    """Spark's own Kafka source from the earliest offset, no eos: for tests of what Spark itself does."""
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
 
 
 def group_offsets(config, topic: str, partitions: int) -> dict[int, int | None]:

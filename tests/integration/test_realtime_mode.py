@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from conftest import kafka_stream
 from pyspark.sql.streaming import DataStreamWriter
 
 from eos import testing
@@ -55,16 +56,6 @@ class EpochWriter:
         Path(self.folder, self.name).write_text("\n".join(self.lines))
 
 
-def _kafka(spark, bootstrap: str, topic: str):
-    return (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-
-
 def _wait(query, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and query.exception() is None:
@@ -82,7 +73,7 @@ def test_a_python_foreach_writer_is_a_real_time_sink_with_one_task_per_partition
     seen = tmp_path / "seen"
     seen.mkdir()
     query = (
-        _kafka(spark, bootstrap, topic)
+        kafka_stream(spark, bootstrap, topic)
         .writeStream.foreach(EpochWriter(str(seen)))
         .trigger(realTime="5 seconds")
         .outputMode("update")
@@ -116,7 +107,7 @@ def test_real_time_mode_refuses_a_python_data_source_and_map_in_arrow(
     topic = names("rtm-refused")
     testing.create_topic(bootstrap, topic, 1)
     testing.produce_sequence(bootstrap, topic, 1, 10)
-    source = _kafka(spark, bootstrap, topic)
+    source = kafka_stream(spark, bootstrap, topic)
 
     class Writer(DataSourceStreamWriter):
         def write(self, iterator):

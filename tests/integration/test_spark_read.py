@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
+from conftest import kafka_stream
 
 from eos import testing
 
@@ -56,11 +57,7 @@ def test_a_query_restarted_on_a_planned_batch_runs_it_and_goes_on(spark, bootstr
                 raise RuntimeError(f"batch {batch_id} fails on purpose")
 
         query = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .load()
+            kafka_stream(spark, bootstrap, topic)
             .writeStream.foreachBatch(count)
             .option("checkpointLocation", str(tmp_path / "ckpt"))
             .trigger(availableNow=True)
