@@ -10,6 +10,11 @@ On the broker, for an app id `app` and input topic-partition `t`/`p`:
     client.id           eos-app, eos-app-admin
     changelog topic     app-t-<store>-changelog       one partition per input partition
 
+and for part `i` of a batch without Kafka input coordinates (input_mode "any"):
+    transactional.id    app:#part:i                   one per part (exactly_once)
+    progress topic      app-eos-parts                 holds no records: its partition i carries part
+                                                      i's progress as a committed offset of group app
+
 On disk, under `state_dir`:
     <state_dir>/<app>/<t>-<p>/<store>.sqlite (+ -wal, -shm)   the local store (SQLite, WAL mode)
     <state_dir>/<app>/<t>-<p>/<store>.checkpoint               {"changelog_offset": N, "changelog_id":
@@ -34,6 +39,16 @@ def transactional_id(app_id: str, topic: str, partition: int) -> str:
     """A pure function of (app_id, topic, partition): every attempt at a partition fences the others.
     ':' is legal in neither app_id nor topic names, so distinct inputs never collide."""
     return f"{app_id}:{topic}:{partition}"
+
+
+def part_transactional_id(app_id: str, part: int) -> str:
+    """Part `part`'s transactional.id: '#' is legal in no topic name, so it never equals an input
+    partition's."""
+    return f"{app_id}:#part:{part}"
+
+
+def parts_topic(app_id: str) -> str:
+    return f"{app_id}-eos-parts"
 
 
 def input_group(app_id: str) -> str:

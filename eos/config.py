@@ -126,6 +126,15 @@ class Config:
     #: Use committed input offsets that this app did not commit (no eos stamp in their metadata) instead
     #: of refusing them (ForeignOffsetError): eos skips every input row below the committed offset.
     accept_foreign_offsets: bool = attrs.field(default=False, validator=_boolean)
+    #: "kafka": each row carries the Kafka source's topic/partition/offset, committed with the outputs.
+    #: "any": a DataFrame without them (an aggregation, a join, a non-Kafka source): the batch is written
+    #: in `parts` parts, each recording its batch id in its transaction (docs/protocol.md, P1-P3, A1-A7).
+    input_mode: str = "kafka"
+    #: input_mode "any": how many parts a batch is placed in (one transactional producer each).
+    parts: int = attrs.field(default=4, validator=_positive)
+    #: input_mode "any": comma-separated columns whose hash places a row in its part (default: `key`,
+    #: rows with a null key by their whole content).
+    part_columns: str | None = None
     #: Root of the local state stores: <state_dir>/<app_id>/<topic>-<partition>/<store>.sqlite
     state_dir: str = attrs.field(factory=lambda: os.path.join(tempfile.gettempdir(), "eos-state"))
     #: "transactional" (KIP-892: uncommitted writes kept apart, an abort drops them) or "wipe"
@@ -174,6 +183,14 @@ class Config:
                 f"{self.commit_interval_ms} must be below transaction_timeout_ms"
                 f" ({self.transaction_timeout_ms})",
             )
+        if self.input_mode not in ("kafka", "any"):
+            raise ConfigError(
+                "input_mode",
+                f"{self.input_mode!r} is not 'kafka' (rows straight from the Kafka source, with their"
+                " topic/partition/offset) or 'any' (any DataFrame: aggregations, joins, other sources)",
+            )
+        if self.part_columns is not None and not [c for c in self.part_columns.split(",") if c.strip()]:
+            raise ConfigError("part_columns", f"{self.part_columns!r} names no column")
         if self.state_mode not in ("transactional", "wipe"):
             raise ConfigError("state_mode", f"{self.state_mode!r} is not 'transactional' or 'wipe'")
         if self.changelog_replication_factor == 0 or self.changelog_replication_factor < -1:

@@ -11,6 +11,11 @@
     ├── ChangelogError          a state store's changelog topic cannot back it (too few partitions,
     │                           not compacted); raised before the store is used
     ├── StoreLockedError        another process holds a state store's lock beyond the deadline
+    ├── NondeterministicBatchError
+    │                           a re-run of a batch computed other rows for a part already committed
+    │                           (input_mode "any"); names batch and part; nothing of that part written
+    ├── PartTooLargeError       a part's one transaction would outlive transaction.timeout.ms (input_mode
+    │                           "any"); aborted, names batch and part and what bounds a part
     ├── OutputTypeError         an output field has a type Kafka cannot carry (also a TypeError); the
     │                           task reports it as the ProcessError of the record that returned it
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
@@ -174,6 +179,24 @@ class FencedError(FatalError):
 class TransactionTimeoutError(FatalError):
     """The open transaction took longer than transaction_timeout_ms, so the broker aborted it (and fenced
     the producer): `process` is slower than the transaction allows, not a zombie."""
+
+
+class NondeterministicBatchError(EosError):
+    """A part of a batch is committed, and the re-run of the batch computed other rows for it."""
+
+    def __init__(self, message: str, *, batch_id: int, part: int) -> None:
+        super().__init__(message)
+        self.batch_id = batch_id
+        self.part = part
+
+
+class PartTooLargeError(EosError):
+    """A part is written in one transaction; this one would have outlived transaction.timeout.ms."""
+
+    def __init__(self, message: str, *, batch_id: int, part: int) -> None:
+        super().__init__(message)
+        self.batch_id = batch_id
+        self.part = part
 
 
 class StoreLockedError(EosError):

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from eos import _cluster, _offsets, _partitioning
+from eos import _cluster, _offsets, _partitioning, _parts
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._log import get_logger
@@ -107,6 +107,14 @@ class Sink:
         self.on_commit = on_commit
         self.on_batch = on_batch
         self.stores = store_specs(process, process_batch, stores)
+        if self.stores and config.input_mode == "any":
+            raise ConfigError(
+                "stores",
+                "input_mode 'any' has no state stores: a store's changelog is kept per input partition, and"
+                " these rows have none. Spark's own state (groupBy, flatMapGroupsWithState,"
+                " transformWithState) serves such a query; eos writes its result.",
+            )
+        self._parts_topic_ready = False
         self.history_size = history_size
         self._cluster_checked = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
@@ -140,6 +148,9 @@ class Sink:
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
+        if self.config.input_mode == "any":
+            self._write_parts(batch_df, batch_id, layout, columns, started)
+            return
         provenance, regrouped = input_provenance(_partitioning.lineage(batch_df), batch_df.dtypes)  # 3
         if provenance.column is not None and provenance.column not in columns:
             columns = [*columns, provenance.column]
@@ -163,6 +174,27 @@ class Sink:
         rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
         stats = [row.asDict() for row in rows]
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+
+    def _write_parts(
+        self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
+    ) -> None:
+        """input_mode "any": P1-P3 of docs/protocol.md (`eos._parts`)."""
+        if not self._parts_topic_ready:
+            _parts.ensure_parts_topic(self.config)
+            self._parts_topic_ready = True
+        placed = _parts.place(batch_df, self.config, columns, layout.key)  # P1
+        job = _parts.PartJob(
+            config=self.config,
+            batch_id=batch_id,
+            layout=layout,
+            parts=self.config.parts,
+            process=self.process,
+            process_batch=self.process_batch,
+            on_commit=self.on_commit,
+        )
+        rows = placed.mapInArrow(partial(_parts.run_parts, job), STATS_DDL).collect()  # P2
+        stats = [row.asDict() for row in rows]
+        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped=True))  # P3
 
     def _record(self, summary: BatchSummary) -> None:
         self.history.append(summary)  # a bounded deque: the oldest summary goes
@@ -237,9 +269,21 @@ def batch_layout(
             )
         return name
 
-    why = "the input coordinate from the Kafka source; keep it in the batch"
-    for name, allowed in _INPUT.items():
-        check(name, allowed, why)
+    if config.input_mode == "any":
+        if all(types.get(name) in allowed for name, allowed in _INPUT.items()):
+            raise BatchSchemaError(
+                "batch has the Kafka source's topic, partition and offset columns, and input_mode is 'any':"
+                " rows straight from Kafka are written with their input offsets in the transaction under"
+                " input_mode='kafka' (the default); under 'any', drop or rename those columns (Spark's"
+                " Kafka sink would read 'topic' and 'partition' as the output's). Nothing was written."
+            )
+    else:
+        why = (
+            "the input coordinate from the Kafka source; keep it in the batch, or set input_mode='any' for"
+            " a DataFrame without them (an aggregation, a join, another source)"
+        )
+        for name, allowed in _INPUT.items():
+            check(name, allowed, why)
     out_topic, out_partition = config.output_topic_column, config.output_partition_column
     if out_topic is not None:
         check(out_topic, ("string",), "named by output_topic_column")
@@ -250,7 +294,7 @@ def batch_layout(
         return Layout(out_topic=out_topic, out_partition=out_partition), names
 
     check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
-    columns = [*_INPUT, "value"]
+    columns = [*_INPUT, "value"] if config.input_mode == "kafka" else ["value"]
     for name, allowed in (("key", _BYTES), ("headers", (_HEADERS,))):
         if name in types:
             columns.append(check(name, allowed, ""))

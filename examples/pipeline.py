@@ -4,12 +4,18 @@
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
                                 [--format-eos | --realtime SECONDS]
+                                [--aggregate count|window|rand [--parts N] | --files DIR]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
 at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
 emits a running count per key with `process` (one row at a time), `--stateful-batch` the same with
 `process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
-Connect. `--format-eos` writes with `df.writeStream.format("eos")` instead of
+Connect. `--aggregate` writes an aggregation in input_mode "any": `count` the running count per key
+(update mode), `window` the count per key and 10-second event-time window, the event time being the
+input value's sequence number in seconds (append mode, watermark 0 s), `rand` the running count with
+a `rand()` appended (not deterministic: a re-run of a batch fails). `--files DIR` reads the text files
+of DIR (one per batch) instead of Kafka and writes each line, in input_mode "any". `--format-eos` writes
+with `df.writeStream.format("eos")` instead of
 `foreachBatch(eos.sink(...))`: the same protocol, its settings as options, its per-batch record the
 ledger beside the checkpoint (`eos ledger show`) instead of --summaries. `--realtime S` runs the query in
 Spark's real-time mode (4.1+, epochs of S seconds) through `foreach(eos.foreach_writer(...))`, until
@@ -59,6 +65,31 @@ def count_per_key_batch(batch, state):
     return pa.RecordBatch.from_arrays([pa.array(out, pa.binary()), batch.column("key")], ["value", "key"])
 
 
+def aggregate(df, kind: str):
+    """`--aggregate`: the query and its output mode."""
+    from pyspark.sql import functions as F
+
+    if kind == "window":
+        # produce_sequence values are topic|partition|seq: the event time is seq seconds after the epoch.
+        events = df.selectExpr(
+            "CAST(split(CAST(value AS STRING), '[|]')[1] AS STRING) AS k",
+            "timestamp_seconds(CAST(split(CAST(value AS STRING), '[|]')[2] AS BIGINT)) AS t",
+        )
+        windows = F.window("t", "10 seconds")
+        counts = events.withWatermark("t", "0 seconds").groupBy("k", windows).count()
+        out = counts.selectExpr(
+            "CAST(k AS BINARY) AS key",
+            "CAST(concat_ws('|', CAST(unix_seconds(window.start) AS STRING), CAST(count AS STRING))"
+            " AS BINARY) AS value",
+        )
+        return out, "append"
+    counts = df.groupBy("key").count()
+    value = "CAST(count AS STRING)"
+    if kind == "rand":
+        value = f"concat({value}, '|', CAST(rand() AS STRING))"
+    return counts.selectExpr("key", f"CAST({value} AS BINARY) AS value"), "update"
+
+
 def append_summary(path: str, summary: eos.BatchSummary) -> None:
     """`on_batch`: a sink's `BatchSummary` (its figures, not the per-partition rows) as one JSON line."""
     with open(path, "a") as f:
@@ -88,6 +119,9 @@ def main() -> None:
     parser.add_argument("--remote", help="Spark Connect: 'local' starts a server here, or sc://host:port")
     parser.add_argument("--format-eos", action="store_true", help='write with writeStream.format("eos")')
     parser.add_argument("--realtime", type=int, help="real-time mode, epochs of this many seconds")
+    parser.add_argument("--aggregate", choices=["count", "window", "rand"], help="input_mode any")
+    parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
+    parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -102,7 +136,16 @@ def main() -> None:
         options["maxOffsetsPerTrigger"] = args.max_offsets
     if args.min_partitions:
         options["minPartitions"] = args.min_partitions
-    df = eos.read_stream(spark, config, [args.input], **options)
+    output_mode = None
+    if args.files:
+        df = spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(args.files)
+        df = df.selectExpr("CAST(split(value, '[|]')[1] AS BINARY) AS key", "CAST(value AS BINARY) value")
+    else:
+        df = eos.read_stream(spark, config, [args.input], **options)
+    if args.aggregate:
+        df, output_mode = aggregate(df, args.aggregate)
+    if args.aggregate or args.files:
+        config = attrs.evolve(config, input_mode="any", parts=args.parts)
     stores = {"counts": "json"}
     process = count_per_key if args.stateful else None
     process_batch = count_per_key_batch if args.stateful_batch else None
@@ -137,6 +180,8 @@ def main() -> None:
         sink = eos.sink(config, on_commit=on_commit, on_batch=on_batch, **kwargs)
         writer = df.writeStream.foreachBatch(sink)
 
+    if output_mode is not None:
+        writer = writer.outputMode(output_mode)
     query = writer.option("checkpointLocation", args.checkpoint).trigger(**trigger).start()
     query.awaitTermination()
     spark.stop()

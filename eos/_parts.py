@@ -1,0 +1,491 @@
+"""input_mode "any": a batch without Kafka input coordinates (an aggregation, a join, a non-Kafka source),
+written in parts, each part once per batch id. Steps P1-P3 (driver) and A1-A7 (executor) of
+docs/protocol.md.
+
+Spark re-runs a failed batch N on the same source offsets and the same state version, so it computes the
+same rows again. eos makes the re-run write nothing that already reached Kafka: the rows are placed in
+`parts` parts by a hash of their content (`place`, P1), each part is one transaction of a producer whose
+transactional.id names the part, and the transaction also commits "part i is at batch N" (with the row
+count and an order-independent digest) as the offset of partition i of the progress topic
+`<app>-eos-parts`, in group `app_id`. A part that finds batch N committed writes nothing, once it has
+checked that this run computed the same rows (else NondeterministicBatchError).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
+
+from eos import _clients, _crash, _kafka, _names, _offsets, _worker
+from eos import _producer as producers
+from eos._arrow import Layout, Outputs, batch_outputs, headers_of
+from eos._log import get_logger
+from eos._task import STATS_SCHEMA, Commit, OnCommit, PartitionStats, Process, ProcessBatch
+from eos.config import Config
+from eos.errors import NondeterministicBatchError, PartTooLargeError, ProcessError
+from eos.records import outputs_of
+from eos.state import State
+
+#: the part a row is placed in, and the hash of its content (added by `place`, read by the task)
+PART_COLUMN = "eos_part"
+HASH_COLUMN = "eos_h"
+#: a part's one transaction is aborted once it has been open this share of transaction_timeout_ms
+TIMEOUT_SHARE = 0.8
+
+_U64 = np.uint64
+
+
+# -- the driver: P1 ------------------------------------------------------------------------------------
+
+
+def place(df, config: Config, columns: list[str], key: str | None):
+    """P1: `columns` of `df`, each row with its content hash and its part, in `config.parts` Spark
+    partitions, partition i holding exactly the rows of part i. `repartition(n, cols)` is a hash
+    partitioning, `pmod(murmur3(cols), n)`: a function of the rows alone (not of Spark's upstream
+    partitioning), and not one AQE coalesces."""
+    from pyspark.sql import functions as F
+
+    n = config.parts
+    hashed = [F.isnull(F.col(key)), *map(F.col, columns)] if key else list(map(F.col, columns))
+    df = df.select(*columns).withColumn(HASH_COLUMN, F.xxhash64(*hashed))
+    if config.part_columns:
+        by = [F.col(c.strip()) for c in config.part_columns.split(",") if c.strip()]
+    elif key:
+        # By key: a key's rows stay in one part (one producer: its order across batches is kept);
+        # rows without a key by content, so that a null key does not put every row in one part.
+        by = [F.when(F.col(key).isNull(), F.col(HASH_COLUMN)).otherwise(F.xxhash64(F.col(key)))]
+    else:
+        by = [F.col(HASH_COLUMN)]
+    return df.withColumn(PART_COLUMN, F.pmod(F.hash(*by), F.lit(n))).repartition(n, *by)
+
+
+def ensure_parts_topic(config: Config) -> None:
+    """The progress topic, with at least `parts` partitions (created, or grown). It never holds a record:
+    the broker accepts transactional offset commits only for partitions that exist."""
+    name = _names.parts_topic(config.app_id)
+    admin = _clients.admin(config)
+    timeout = config.operation_timeout_ms / 1000
+    have = _offsets.topic_partitions(config, [name]).get(name)
+
+    def ignore_exists(futures) -> None:
+        try:
+            futures[name].result(timeout)
+        except KafkaException as exc:
+            error = _kafka.kafka_error_of(exc)
+            if error is None or error.code() not in (
+                KafkaError.TOPIC_ALREADY_EXISTS,
+                KafkaError.INVALID_PARTITIONS,
+            ):
+                raise
+
+    if have is None:
+        new = NewTopic(
+            name,
+            config.parts,
+            config.changelog_replication_factor,
+            config={"cleanup.policy": "compact"},
+        )
+        _kafka.call(
+            lambda: ignore_exists(admin.create_topics([new], request_timeout=timeout)),
+            what=f"creating the progress topic {name!r}",
+            timeout_s=timeout,
+        )
+    elif have < config.parts:
+        _kafka.call(
+            lambda: ignore_exists(admin.create_partitions([NewPartitions(name, config.parts)])),
+            what=f"adding partitions to the progress topic {name!r}",
+            timeout_s=timeout,
+        )
+    else:
+        return
+    deadline = _kafka.Deadline(timeout)
+    while not deadline.expired():
+        count = _offsets.topic_partitions(config, [name]).get(name, 0)
+        if count >= config.parts:
+            return
+        time.sleep(0.1)
+
+
+# -- what a part's transaction records -------------------------------------------------------------
+
+
+@attrs.frozen
+class Digest:
+    """Row count and two wrapping 64-bit sums over the rows' hashes: the same for the same rows in any
+    order (a sum, not an XOR: two equal rows do not cancel out)."""
+
+    rows: int = 0
+    sum: int = 0
+    mix: int = 0
+
+    def plus(self, hashes: np.ndarray) -> Digest:
+        h = hashes.astype(_U64, copy=False)
+        with np.errstate(over="ignore"):
+            total = int(np.sum(h, dtype=_U64))
+            mixed = int(np.sum(_splitmix64(h), dtype=_U64))
+        mask = (1 << 64) - 1
+        return Digest(self.rows + len(h), (self.sum + total) & mask, (self.mix + mixed) & mask)
+
+    def text(self) -> str:
+        return f"{self.sum:016x}{self.mix:016x}"
+
+
+def _splitmix64(h: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = h + _U64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+        return z ^ (z >> _U64(31))
+
+
+@attrs.frozen
+class Progress:
+    """What part i's committed offset says: batch `batch_id` of `parts` parts is written, `digest` its rows.
+    The offset itself is batch_id + 1 (Kafka's "next to process")."""
+
+    batch_id: int
+    parts: int | None
+    digest: Digest
+
+    def metadata(self, config: Config, part: int) -> str:
+        d = self.digest
+        parts = "" if self.parts is None else str(self.parts)
+        return (
+            f"{_offsets.stamp(config)};mode=any;batch={self.batch_id};part={part};parts={parts}"
+            f";rows={d.rows};digest={d.text()}"
+        )
+
+    @classmethod
+    def of(cls, entry: _offsets.Committed | None) -> Progress | None:
+        fields = _offsets.fields(entry.metadata) if entry is not None else None
+        if fields is None or fields.get("mode") != "any":
+            return None
+        digest = fields.get("digest", "")
+        return cls(
+            batch_id=int(fields["batch"]),
+            parts=int(fields["parts"]) if fields.get("parts") else None,
+            digest=Digest(int(fields["rows"]), int(digest[:16], 16), int(digest[16:], 16)),
+        )
+
+
+def read_progress(config: Config, parts: Iterable[int], log=None, stable: bool = True) -> dict[int, Any]:
+    """Each part's committed Progress (None: none yet); an offset this app did not commit is refused
+    (ForeignOffsetError) and one without a part record is reported as such."""
+    topic = _names.parts_topic(config.app_id)
+    entries = _offsets.committed_entries(config, [(topic, p) for p in parts], log, stable)
+    _offsets.check_stamps(config, entries)
+    return {p: Progress.of(entries[(topic, p)]) for (_, p) in entries}
+
+
+# -- the executor: A1-A7 ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PartJob:
+    """What every part's task of one batch needs; built by the sink (or the data source)."""
+
+    config: Config
+    batch_id: int
+    layout: Layout
+    #: the number of parts; None where Spark's own partitioning made them (`format("eos")`)
+    parts: int | None
+    process: Process | None = None
+    process_batch: ProcessBatch | None = None
+    on_commit: OnCommit | None = None
+
+
+class PartTask:
+    """One part of one batch: A1-A7 of docs/protocol.md."""
+
+    def __init__(self, job: PartJob, part: int) -> None:
+        self.job = job
+        self.config = config = job.config
+        self.part = part
+        self.topic = _names.parts_topic(config.app_id)
+        tid = _names.part_transactional_id(config.app_id, part) if config.exactly_once else None
+        self.log = get_logger(app_id=config.app_id, part=part, transactional_id=tid, batch_id=job.batch_id)
+        self.stats = PartitionStats(self.topic, part, tid)
+        self.tid = tid
+        self.producer: producers.OutputProducer | None = None
+        self.started = time.monotonic()
+
+    def where(self) -> str:
+        return f"batch {self.job.batch_id}, part {self.part}"
+
+    def run(self, batches: Iterator[pa.RecordBatch]) -> PartitionStats:
+        try:
+            # A1, A2: a fresh producer's init_transactions fences every other attempt at this part (a
+            # retry, a speculative copy, a zombie of a killed driver) and ends its open transaction.
+            if self.config.exactly_once:
+                self.producer = producers.OutputProducer(self.config, self.tid)
+                self.producer.init_transactions(self.log, known_topic=self.topic)
+            else:
+                self.producer, _ = producers.acquire(self.config, None)
+            progress = self._progress(stable=True)  # A3: read only after the fence
+            if progress is not None and progress.batch_id == self.job.batch_id:
+                self._verify(progress, batches)  # A4
+            else:
+                self._write(batches)  # A5, A6
+            if self.config.exactly_once:
+                producers.discard(self.producer)  # a fresh one fences at the next batch
+            else:
+                producers.release(self.producer)
+            self.producer = None
+            self.log.info(
+                "part written",
+                records_in=self.stats.records_in,
+                records_out=self.stats.records_out,
+                skipped=self.stats.skipped,
+                seconds=round(time.monotonic() - self.started, 3),
+            )
+            return self.stats
+        except BaseException:
+            if self.producer is not None:
+                producers.discard(self.producer)  # an open transaction dies with it
+                self.producer = None
+            raise
+
+    def run_empty(self) -> PartitionStats:
+        """A part with no rows in this run writes nothing; it only checks that the batch's first run did
+        not commit rows for it (unfenced: it writes nothing either way)."""
+        progress = self._progress(stable=False)
+        if progress is not None and progress.batch_id == self.job.batch_id:
+            self._compare(progress, Digest())
+        return self.stats
+
+    def _progress(self, stable: bool) -> Progress | None:
+        """A3: the part's committed progress, checked against this batch."""
+        progress = read_progress(self.config, [self.part], self.log, stable)[self.part]
+        self.stats.committed_before = None if progress is None else progress.batch_id + 1
+        if progress is None:
+            return None
+        if progress.batch_id > self.job.batch_id:
+            raise NondeterministicBatchError(
+                f"{self.where()}: part {self.part} already recorded batch {progress.batch_id}, a later one:"
+                " this is not the Spark checkpoint the parts were written under (it was deleted or"
+                " replaced). Nothing was written. Use a new app_id for a new checkpoint, or drop the"
+                f" group's progress: kafka-consumer-groups --delete-offsets --group {self.config.app_id}"
+                f" --topic {self.topic} (its batches are then written again).",
+                batch_id=self.job.batch_id,
+                part=self.part,
+            )
+        if progress.batch_id == self.job.batch_id and progress.parts != self.job.parts:
+            raise NondeterministicBatchError(
+                f"{self.where()}: the batch's first run committed it in {progress.parts} parts, this run"
+                f" places it in {self.job.parts}: a batch's re-run must keep `parts`. Nothing was written"
+                " for this part; set parts back until the batch is done.",
+                batch_id=self.job.batch_id,
+                part=self.part,
+            )
+        return progress
+
+    def _verify(self, progress: Progress, batches: Iterator[pa.RecordBatch]) -> None:
+        """A4: the part is committed for this batch: write nothing, after checking that this run computed
+        the same rows."""
+        digest = Digest()
+        for batch in batches:
+            self._check_part(batch)
+            digest = digest.plus(self._hashes(batch))
+        self.stats.records_in = self.stats.skipped = digest.rows
+        self._compare(progress, digest)
+        self.log.info("part already committed for this batch: nothing written", rows=digest.rows)
+
+    def _compare(self, progress: Progress, digest: Digest) -> None:
+        if progress.digest == digest:
+            return
+        self.log.error(
+            "part's rows differ from its committed run", recorded=progress.digest.rows, now=digest.rows
+        )
+        raise NondeterministicBatchError(
+            f"{self.where()}: its first run committed {progress.digest.rows} rows (digest"
+            f" {progress.digest.text()}), this re-run of the batch computed {digest.rows} rows (digest"
+            f" {digest.text()}). The query is not deterministic: rand(), uuid(), a UDF that reads the clock"
+            " or an outside service, a float aggregate summed in another order, a static table joined"
+            " that changed, or a Spark or code upgrade between the runs. Nothing was written for this"
+            " part: eos does not write a second, different version of it.",
+            batch_id=self.job.batch_id,
+            part=self.part,
+        )
+
+    def _write(self, batches: Iterator[pa.RecordBatch]) -> None:
+        """A5, A6: every row of the part in one transaction, which also commits the part's progress."""
+        config, producer = self.config, self.producer
+        _crash.point("before_produce")
+        if config.exactly_once:
+            producer.begin_transaction(self.log)
+        began = time.monotonic()
+        digest = Digest()
+        for batch in batches:
+            self._check_part(batch)
+            self._check_age(began, digest.rows)
+            if self.job.process is not None:
+                self.stats.records_out += self._produce_rows(batch, digest.rows)
+            else:
+                outputs = self._outputs(batch, digest.rows)
+                self.stats.records_out += producer.produce_outputs(outputs, self.topic, self.part)
+            digest = digest.plus(self._hashes(batch))
+        self.stats.records_in = digest.rows
+        producer.flush_and_check(self.topic, self.part)
+        self._check_age(began, digest.rows)
+        _crash.point("after_produce")
+        t0 = time.monotonic()
+        progress = Progress(self.job.batch_id, self.job.parts, digest)
+        offset = self.job.batch_id + 1
+        metadata = progress.metadata(config, self.part)
+        if config.exactly_once:
+            producer.send_offsets(
+                [TopicPartition(self.topic, self.part, offset, metadata)],
+                _offsets.group_metadata(config),
+                self.log,
+            )
+            _crash.point("after_send_offsets")
+            producer.commit_transaction(self.log)
+        else:
+            _offsets.commit(config, self.topic, self.part, offset, self.log, metadata)
+        seconds = time.monotonic() - t0
+        _crash.point("after_commit")
+        self.stats.transactions = 1
+        self.stats.commit_seconds_max = self.stats.commit_seconds_total = seconds
+        if self.job.on_commit is not None:
+            self.job.on_commit(
+                Commit(
+                    app_id=config.app_id,
+                    topic=self.topic,
+                    partition=self.part,
+                    offset=offset,
+                    batch_id=self.job.batch_id,
+                    transactional_id=self.tid,
+                    records=digest.rows,
+                    outputs=self.stats.records_out,
+                    seconds=seconds,
+                )
+            )
+
+    def _check_age(self, began: float, rows: int) -> None:
+        """Abort before the broker would: a part is one transaction, so it must fit in
+        transaction_timeout_ms."""
+        seconds = time.monotonic() - began
+        if seconds * 1000 < TIMEOUT_SHARE * self.config.transaction_timeout_ms:
+            return
+        raise PartTooLargeError(
+            f"{self.where()}: its transaction has been open {seconds:.1f}s after {rows} rows, past"
+            f" {TIMEOUT_SHARE:.0%} of transaction_timeout_ms ({self.config.transaction_timeout_ms}); it was"
+            " aborted, nothing of it is visible. A part is written in one transaction: make batches smaller"
+            " (maxOffsetsPerTrigger, maxFilesPerTrigger, rowsPerBatch), spread them over more parts"
+            " (parts), or raise transaction_timeout_ms (at most the broker's transaction.max.timeout.ms).",
+            batch_id=self.job.batch_id,
+            part=self.part,
+        )
+
+    def _check_part(self, batch: pa.RecordBatch) -> None:
+        if PART_COLUMN not in batch.schema.names:
+            return
+        if not pc.all(pc.equal(batch.column(PART_COLUMN), self.part)).as_py():
+            raise NondeterministicBatchError(
+                f"{self.where()}: the task holds rows placed in another part: Spark did not keep the"
+                " placement (eos_part) as its partitioning. Nothing of this part was written.",
+                batch_id=self.job.batch_id,
+                part=self.part,
+            )
+
+    def _hashes(self, batch: pa.RecordBatch) -> np.ndarray:
+        if HASH_COLUMN in batch.schema.names:
+            return batch.column(HASH_COLUMN).to_numpy(zero_copy_only=False).view(_U64)
+        return row_hashes(batch, [n for n in batch.schema.names if n != PART_COLUMN])
+
+    def _outputs(self, batch: pa.RecordBatch, first: int) -> Outputs:
+        """The output records of `batch`, its rows named by their index in the part (first..)."""
+        job, layout, topic = self.job, self.job.layout, self.config.output_topic
+        last = first + batch.num_rows - 1
+        if job.process_batch is not None:
+            try:
+                result = job.process_batch(batch, State({}))
+            except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its rows
+                raise ProcessError(
+                    f"{self.where()}: process_batch over rows {first}-{last} raised"
+                    f" {type(exc).__name__}: {exc}",
+                    topic=self.topic,
+                    partition=self.part,
+                    offset=first,
+                ) from exc
+            return batch_outputs(
+                result, default_topic=topic, topic=self.topic, partition=self.part, first=first, last=last
+            )
+        headers = batch.column(layout.headers) if layout.headers else None
+        if headers is not None and not pc.sum(pc.list_value_length(headers)).as_py():
+            headers = None
+        return Outputs(
+            values=batch.column(layout.value).to_pylist(),
+            topic=batch.column(layout.out_topic).to_pylist() if layout.out_topic else topic,
+            keys=batch.column(layout.key).to_pylist() if layout.key else None,
+            headers=headers_of(headers) if headers is not None else None,
+            partitions=batch.column(layout.out_partition).to_pylist() if layout.out_partition else None,
+            offsets=pa.array(range(first, last + 1), pa.int64()),
+        )
+
+    def _produce_rows(self, batch: pa.RecordBatch, first: int) -> int:
+        """`process(row, state)` per row, its outputs produced; returns how many."""
+        from eos import _rows
+
+        producer, default_topic, produced = self.producer, self.config.output_topic, 0
+        view = State({})
+        for i, row in enumerate(_rows.rows(batch)):
+            try:
+                outs = list(outputs_of(self.job.process(row, view)))
+            except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its row
+                raise ProcessError(
+                    f"{self.where()}, row {first + i}: process raised {type(exc).__name__}: {exc}",
+                    topic=self.topic,
+                    partition=self.part,
+                    offset=first + i,
+                ) from exc
+            for out in outs:
+                producer.produce(out, out.topic or default_topic, self.topic, self.part, first + i)
+            produced += len(outs)
+        return produced
+
+
+def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
+    """Each row's 64-bit hash where Spark did not add one (`format("eos")`): BLAKE2b of its values."""
+    data = [batch.column(c).to_pylist() for c in columns]
+    out = np.empty(batch.num_rows, dtype=_U64)
+    for i, row in enumerate(zip(*data, strict=True)):
+        out[i] = int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest(), "little")
+    return out
+
+
+def run_parts(job: PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`mapInArrow` function (P2): one PartTask for the part this Spark partition holds."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    spark_partition = context.partitionId() if context is not None else 0
+    batches = iter(batches)
+    try:
+        first = next((b for b in batches if b.num_rows), None)
+        if first is None:
+            stats = PartTask(job, spark_partition).run_empty()
+        else:
+            part = (
+                first.column(PART_COLUMN)[0].as_py() if PART_COLUMN in first.schema.names else spark_partition
+            )
+            stats = PartTask(job, part).run(_chain(first, batches))
+        yield pa.RecordBatch.from_pylist([attrs.asdict(stats)], schema=STATS_SCHEMA)
+    finally:
+        _worker.trim_import_caches()
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    for batch in rest:
+        if batch.num_rows:
+            yield batch

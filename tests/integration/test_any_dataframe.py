@@ -1,0 +1,137 @@
+"""input_mode "any": aggregations and a non-Kafka source written exactly once through driver SIGKILLs, and
+a query that is not deterministic stopped before it writes a second version of a part."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+from conftest import finish, kill_after_commits, line_count, seed, start_pipeline
+
+from eos import testing
+from tests.support.aggregates import (
+    check_running_counts,
+    check_windows,
+    key_counts,
+    read_output,
+    window_counts,
+)
+from tests.support.summaries import read_summaries
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "kind,api",
+    [
+        ("count", "classic"),
+        pytest.param("window", "classic", marks=pytest.mark.long),
+        pytest.param("count", "connect", marks=pytest.mark.long),
+    ],
+)
+def test_aggregation_driver_sigkilled_three_times_is_exact(bootstrap, names, tmp_path, kind, api):
+    """Kafka -> groupBy(key).count() (update mode) or a windowed count with a watermark (append mode) ->
+    eos, the driver's process group SIGKILLed three times right after a part of a batch committed while
+    its other parts were still being written, and one Python worker SIGKILLed after producing (F2, a task
+    retry). Every restart re-runs the batch: the parts it committed must write nothing again."""
+    source, output, sent = seed(bootstrap, names, 750)
+    app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
+    commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
+    once.mkdir()
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_CRASH_AT": "after_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+    }
+    flags = {"aggregate": kind, "max_offsets": 1_000, "commits": commits}
+    if api == "connect":
+        flags["remote"] = "local"
+    rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
+    for _ in range(3):
+        proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+        kill_after_commits(proc, commits, 1 if kind == "window" else rng.randint(1, 3))
+    proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+    finish(proc)
+
+    records = read_output(bootstrap, output)
+    if kind == "count":
+        result = check_running_counts(records, key_counts(sent))
+    else:
+        result = check_windows(records, window_counts(sent))
+    history = read_summaries(summaries)
+    skipped = sum(s["skipped"] for s in history)
+    print(f"{kind} {api}: 3 driver kills, {line_count(commits)} part commits, skipped {skipped}: {result}")
+    assert result.exact, result
+    assert result.received > 0
+    assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
+    assert skipped > 0, "no kill landed mid-batch: no re-run found a committed part"
+
+
+@pytest.mark.slow
+def test_file_source_driver_sigkilled_twice_every_line_once(bootstrap, names, tmp_path):
+    """A directory of text files (one per batch) -> eos, the driver SIGKILLed twice mid-batch: every line
+    exactly once, each key's lines in file order."""
+    output = names("out")
+    testing.create_topic(bootstrap, output, 4)
+    files = tmp_path / "files"
+    files.mkdir()
+    expected = []
+    for n in range(5):
+        lines = [testing.seq_value("file", p, seq) for seq in range(n * 100, n * 100 + 100) for p in range(4)]
+        expected += lines
+        path = files / f"part-{n:03d}.txt"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source takes files oldest first
+    app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
+    commits = tmp_path / "commits.jsonl"
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once"}
+    flags = {"files": files, "commits": commits}
+    for more in (2, 5):
+        proc = start_pipeline(bootstrap, app_id, "unused", output, checkpoint, summaries, env=env, **flags)
+        kill_after_commits(proc, commits, more)
+    proc = start_pipeline(bootstrap, app_id, "unused", output, checkpoint, summaries, env=env, **flags)
+    finish(proc)
+
+    result = testing.verify_exactly_once(bootstrap, output, expected)
+    skipped = sum(s["skipped"] for s in read_summaries(summaries))
+    print(f"files: 2 driver kills, {line_count(commits)} part commits, skipped on re-run {skipped}: {result}")
+    assert result.exactly_once, result
+    assert skipped > 0, "no kill landed mid-batch: no re-run found a committed part"
+
+
+@pytest.mark.slow
+def test_rand_in_the_output_fails_the_rerun_naming_batch_and_part(bootstrap, names, tmp_path):
+    """`rand()` in the output: the driver is SIGKILLed while one part of batch 0 is certainly unwritten
+    (its task stopped itself before producing) and others committed. The re-run computes other values
+    for the committed parts: it must fail naming batch 0 and such a part, and write no key twice."""
+    source, output, _ = seed(bootstrap, names, 100)
+    app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
+    commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
+    once.mkdir()
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_PAUSE_AT": "before_produce",
+        "EOS_CRASH_ONCE_DIR": str(once),
+    }
+    flags = {"aggregate": "rand", "commits": commits}
+    proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+    paused = once / "paused-before_produce"
+    deadline = time.monotonic() + 120
+    while not (paused.exists() and paused.read_text().strip() and line_count(commits) >= 1):
+        assert proc.running(), proc.log_tail()
+        assert time.monotonic() < deadline, "no part paused and another committed within 120 s"
+        time.sleep(0.05)
+    assert proc.kill(), "the driver ended before the kill"
+    committed = {int(line.split('"partition": ')[1].split(",")[0]) for line in open(commits)}
+
+    proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+    assert proc.wait() != 0, "the re-run of a batch with rand() in its output succeeded"
+    log = proc.log_tail(200_000)
+    named = [p for p in committed if f"NondeterministicBatchError: batch 0, part {p}:" in log]
+    assert named, f"no failure naming batch 0 and a committed part {sorted(committed)}:\n{log[-4000:]}"
+
+    records = read_output(bootstrap, output)
+    keys = [r.key for r in records]
+    assert len(keys) == len(set(keys)), "a key was written twice"
+    assert keys, "the committed parts' records are not in the output"
