@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import attrs
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
-from eos import _clients, _cluster, _ledger
+from eos import _clients, _cluster, _ledger, _parts
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, Provenance
 from eos._log import get_logger
@@ -184,7 +184,11 @@ class EosDataSource(DataSource):
         settings = settings_of(self.options)  # S1
         dtypes = [(field.name, field.dataType.simpleString()) for field in schema.fields]
         layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
-        if input_column(dtypes) is None:
+        if settings.config.input_mode == "any":
+            if self.functions.stores:
+                raise ConfigError("stores", "input_mode 'any' has no state stores (see eos.sink)")
+            _parts.ensure_parts_topic(settings.config)
+        elif input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
         check_output_topic(settings.config)
         if settings.config.exactly_once:
@@ -215,6 +219,20 @@ class _Writer(*_WRITER_BASES):
 
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty(_BATCH_ID) or -1)
+        if self.settings.config.input_mode == "any":
+            # Spark's partition p is part p: a data source cannot place rows itself (docs/design.md).
+            _parts.ensure_parts_topic(attrs.evolve(self.settings.config, parts=context.partitionId() + 1))
+            part_job = _parts.PartJob(
+                config=self.settings.config,
+                batch_id=batch_id,
+                layout=self.layout,
+                parts=None,
+                process=self.functions.process,
+                process_batch=self.functions.process_batch,
+                on_commit=self.functions.on_commit,
+            )
+            stats = [row for batch in _parts.run_parts(part_job, iterator) for row in batch.to_pylist()]
+            return EosCommit(context.partitionId(), context.attemptNumber(), stats)
         job = Job(
             config=self.settings.config,
             batch_id=batch_id,

@@ -171,6 +171,8 @@ def main() -> None:
             "eos.processing.guarantee": config.processing_guarantee,
             "eos.commit.every": config.commit_every,
             "eos.state.dir": config.state_dir,
+            "eos.input.mode": config.input_mode,
+            "eos.parts": config.parts,
             **{f"kafka.{key}": value for key, value in config.kafka.items()},
         }
         for key, value in options.items():

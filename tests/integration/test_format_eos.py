@@ -3,11 +3,8 @@ Python data source API, its ledger, its bad options, and the input partitions it
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
-import sys
 import time
 
 import pyarrow as pa
@@ -19,33 +16,12 @@ import eos
 from eos import _offsets, testing
 from eos._arrow import Layout
 from eos._task import Job, PartitionTask
+from tests.support.summaries import read_ledger
 
 pytestmark = pytest.mark.skipif(
     int(__import__("pyspark").__version__.split(".")[0]) < 4, reason="Python data sources need PySpark 4.0+"
 )
 PARTITIONS = 4
-
-
-def ledger(checkpoint) -> list[dict]:
-    """Every batch of the query's ledger, as `eos ledger show --json` prints it."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eos.cli",
-            "ledger",
-            "show",
-            "--checkpoint-location",
-            str(checkpoint),
-            "--last",
-            "0",
-        ]
-        + ["--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 # Connect: `make chaos` (make test kills foreachBatch under Connect in test_driver_process.py).
@@ -89,7 +65,7 @@ def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     counts = testing.expected_running_counts(sent)
     result = testing.compare(testing.flatten(sent), records, hanging, running_counts=counts)
-    batches = ledger(checkpoint)
+    batches = read_ledger(checkpoint)
     attempts = [a for b in batches for a in b["attempts"]]
     skipped = sum(p["skipped"] for a in attempts for p in a["partitions"])
     print(

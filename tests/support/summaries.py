@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 
 def read_summaries(path) -> list[dict]:
@@ -14,3 +16,20 @@ def read_summaries(path) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_ledger(checkpoint) -> list[dict]:
+    """Every batch of a `format("eos")` query's ledger, as `eos ledger show --json` prints it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "eos.cli", "ledger", "show", "--checkpoint-location", str(checkpoint)]
+        + ["--last", "0", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def ledger_skipped(checkpoint) -> int:
+    """Rows the ledger's attempts found already written (skipped), over every batch."""
+    return sum(p["skipped"] for b in read_ledger(checkpoint) for a in b["attempts"] for p in a["partitions"])
