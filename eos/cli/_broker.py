@@ -135,6 +135,16 @@ class Broker:
         result = self._wait(futures[group], f"reading the committed offsets of group {group!r}")
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
+    def committed_metadata(self, group: str, topic: str, partitions: int) -> dict[int, tuple[int, str]]:
+        """The group's committed offset and its metadata for each partition of `topic` that has one."""
+        self._coordinator_ready(group)
+        request = [KafkaTP(topic, p) for p in range(partitions)]
+        futures = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
+        )
+        result = self._wait(futures[group], f"reading the committed offsets of group {group!r}")
+        return {tp.partition: (tp.offset, tp.metadata) for tp in result.topic_partitions if tp.offset >= 0}
+
     def unstable(self, group: str, tps: Iterable[TP]) -> list[TP]:
         """Partitions for which an open transaction holds offsets for the group (require_stable:
         the broker answers UNSTABLE_OFFSET_COMMIT instead of an offset that may be about to change)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from eos import _ledger, _names
+from eos import _ledger, _names, _offsets, _parts
 from eos.cli import _properties, _state
 from eos.cli._base import (
     EARLIEST,
@@ -252,6 +252,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     lshow.add_argument("--partition", type=_non_negative_int, help="only this input partition")
     lshow.add_argument("--json", action="store_true", help="JSON lines (one per batch) instead of a table")
     lshow.set_defaults(func=cmd_ledger_show)
+
+    # parts
+    parts = commands.add_parser("parts", help='input_mode "any": the batch each part last committed')
+    parts_cmd = parts.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    pshow = leaf(parts_cmd, "show", "per part: the last batch it committed, its rows and digest")
+    pshow.add_argument("--app", required=True, help="app_id (the consumer group)")
+    pshow.add_argument("--json", action="store_true", help="JSON instead of a table")
+    pshow.set_defaults(func=cmd_parts_show)
     return parser
 
 
@@ -320,7 +328,12 @@ def _all_partitions(broker: Broker, topics: Sequence[str]) -> list[TP]:
 def cmd_offsets_show(args, config: Config, broker: Broker) -> int:
     app = config.app_id
     committed = _known_committed(broker, app)
-    tps = _all_partitions(broker, args.topic) if args.topic else sorted(committed)
+    progress = _names.parts_topic(app)  # input_mode "any": not input; `eos parts show` reads it
+    tps = (
+        _all_partitions(broker, args.topic)
+        if args.topic
+        else sorted(t for t in committed if t[0] != progress)
+    )
     ends = broker.log_offsets(tps, "latest")
     rows = [
         (t, p, committed.get((t, p)), ends.get((t, p)), lag(committed.get((t, p)), ends.get((t, p))))
@@ -337,6 +350,33 @@ def cmd_offsets_show(args, config: Config, broker: Broker) -> int:
         )
     else:
         print(format_table(["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"], rows))
+    return EXIT_OK
+
+
+def cmd_parts_show(args, config: Config, broker: Broker) -> int:
+    """input_mode "any": what each part's committed progress offset says (`eos._parts.Progress`)."""
+    app = config.app_id
+    topic = _names.parts_topic(app)
+    count = broker.partitions([topic]).get(topic)
+    if count is None:
+        raise CliError(
+            EXIT_UNKNOWN_APP, f"app {app!r} has no progress topic {topic!r}: it never ran in input_mode 'any'"
+        )
+    entries = broker.committed_metadata(app, topic, count)
+    rows = []
+    for part in range(count):
+        offset, metadata = entries.get(part, (None, None))
+        progress = _parts.Progress.of(_offsets.Committed(offset, metadata) if offset is not None else None)
+        if progress is None:
+            rows.append((part, None, None, None, None))
+        else:
+            d = progress.digest
+            rows.append((part, progress.batch_id, d.rows, progress.parts, d.text()))
+    if args.json:
+        keys = ("part", "batch", "rows", "parts", "digest")
+        _print_json({"app": app, "topic": topic, "parts": [dict(zip(keys, r, strict=True)) for r in rows]})
+    else:
+        print(format_table(["PART", "BATCH", "ROWS", "PARTS", "DIGEST"], rows))
     return EXIT_OK
 
 

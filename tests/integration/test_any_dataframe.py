@@ -3,8 +3,11 @@ a query that is not deterministic stopped before it writes a second version of a
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 import time
 
 import pytest
@@ -71,6 +74,19 @@ def test_aggregation_driver_sigkilled_three_times_is_exact(bootstrap, names, tmp
     assert result.received > 0
     assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
     assert skipped > 0, "no kill landed mid-batch: no re-run found a committed part"
+    if kind == "count":  # every part wrote every batch (97 keys): `eos parts show` names the last one
+        shown = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "eos.cli", "parts", "show", "--app", app_id, "--json"]
+                + ["--bootstrap-servers", bootstrap],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        assert [p["part"] for p in shown["parts"]] == [0, 1, 2, 3]
+        assert {p["batch"] for p in shown["parts"]} == {2}, shown  # 3,000 records, 1,000 per batch
+        assert sum(p["rows"] for p in shown["parts"]) == 97
 
 
 @pytest.mark.slow
