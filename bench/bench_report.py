@@ -24,6 +24,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_regrouped", '3" eos exactly_once, always regrouped (shuffle + sort)'),
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
     ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
+    ("agg_spark_kafka_sink", "7 groupBy(key).count() (update), Spark .format('kafka'), at-least-once"),
+    ("agg_eos_exactly_once", "7e the same aggregation, eos exactly_once, input_mode any"),
 )
 BASELINE = ROWS[0][0]
 
@@ -144,6 +146,10 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
             0.8,
         ),
         "eos_connect_vs_classic >= 0.9": (tp_ratio("eos_exactly_once_connect", "eos_exactly_once"), 0.9),
+        "aggregation_eos_any_vs_builtin >= 0.9": (
+            tp_ratio("agg_eos_exactly_once", "agg_spark_kafka_sink"),
+            0.9,
+        ),
         "worker_rss_10x_over_1x <= 1.2": (rss.get("ratio_10x_over_1x"), 1.2),
         "p99_latency_1s_trigger_s <= 2": (
             None if lat.get("p99_ms") is None else lat["p99_ms"] / 1000,

@@ -331,9 +331,10 @@ class Bench:
             result = fn(out)
             seen = count_committed(self.bootstrap, out)
             result.update(round=rnd, output_count=seen, input_count=self.args.records)
-            ok = seen == self.args.records
+            expected = self.expected_output(row)
+            ok = seen == expected
             if not ok:
-                result["error"] = f"output has {seen} records (read_committed), input {self.args.records}"
+                result["error"] = f"output has {seen} records (read_committed), expected {expected}"
             result["records_per_s"] = self.args.records / result["seconds"] if ok else None
             return result
         except Exception as exc:  # noqa: BLE001 - a broken row is reported, the others still run
@@ -341,6 +342,14 @@ class Bench:
             return {"round": rnd, "records_per_s": None, "error": f"{type(exc).__name__}: {exc}"[:2000]}
         finally:
             delete_topic(self.bootstrap, out)
+
+    def expected_output(self, row: str) -> int:
+        """Output records a row must leave: one per input record, or for the aggregation rows one per
+        key and batch (each batch of >= KEYS records holds every key: keys are i % KEYS)."""
+        if row.startswith("agg_"):
+            assert self.args.batch >= KEYS, "the aggregation rows need batches of at least KEYS records"
+            return KEYS * -(-self.args.records // self.args.batch)
+        return self.args.records
 
     # Spark rows: same session, same source options, availableNow with the same batch size.
 
@@ -372,6 +381,33 @@ class Bench:
             .option("topic", out)
         )
         return self._run_query(writer)
+
+    def _aggregation(self, config: eos.Config):
+        """Rows 7 and 7e: the running count per key, in update mode, as the value."""
+        counts = self._source(config).groupBy("key").count()
+        return counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+
+    def row_agg_spark_kafka_sink(self, out: str) -> dict:
+        config = self.config("agg-spark-sink", "at_least_once", output_topic=out)
+        writer = (
+            self._aggregation(config)
+            .writeStream.format("kafka")
+            .outputMode("update")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", out)
+        )
+        return self._run_query(writer)
+
+    def row_agg_eos_exactly_once(self, out: str) -> dict:
+        config = self.config("agg-eos", "exactly_once", output_topic=out, input_mode="any")
+        summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
+        sink = eos.sink(config, on_batch=SummaryLog(str(summaries)))
+        writer = self._aggregation(config).writeStream.outputMode("update").foreachBatch(sink)
+        result = self._run_query(writer, "agg_eos_exactly_once" if self.profiling else None)
+        history = [json.loads(line) for line in summaries.read_text().splitlines() if line]
+        summaries.unlink()
+        result.update(batches=len(history), transactions=sum(s["transactions"] for s in history))
+        return result
 
     def _eos_row(
         self,
