@@ -1,7 +1,7 @@
 """The driver program the chaos harness starts, kills and restarts.
 
     python -m tests.chaos.chaos_pipeline --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
-        --summaries FILE --events-dir DIR [--stateful] [--format-eos] [--max-offsets N]
+        --summaries FILE --events-dir DIR [--stateful | --aggregate] [--format-eos] [--max-offsets N]
         [--rerun-trigger FILE]
 
 Like examples/pipeline.py, with what a fault schedule needs on a standalone cluster:
@@ -12,6 +12,7 @@ Like examples/pipeline.py, with what a fault schedule needs on a standalone clus
 - `--rerun-trigger FILE`: once FILE exists, SIGKILL this driver's process group right after the sink has
   finished a batch and before Spark writes that batch to its commit log (F5: Spark re-runs it); the
   batch id is appended to `<events-dir>/rerun-kills`.
+- `--aggregate`: `groupBy(key).count()` in update mode (examples/pipeline.py's), in input_mode "any";
 - `--format-eos`: write with `df.writeStream.format(...)` instead of `foreachBatch`; the data source's
   driver-side commit (S3) is where the summary line is written and where the F5 kill comes.
 """
@@ -24,6 +25,7 @@ import os
 import signal
 import sys
 
+import attrs
 from pyspark import cloudpickle
 
 import eos
@@ -79,6 +81,7 @@ def main() -> None:
     parser.add_argument("--rerun-trigger")
     parser.add_argument("--stateful", action="store_true")
     parser.add_argument("--format-eos", action="store_true")
+    parser.add_argument("--aggregate", action="store_true", help="groupBy(key).count(), input_mode any")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -105,6 +108,10 @@ def main() -> None:
             conf[f"spark.executorEnv.{key}"] = value
     spark = eos.spark_session(f"chaos-{args.app_id}", conf=conf)
     df = eos.read_stream(spark, config, [args.input], maxOffsetsPerTrigger=args.max_offsets)
+    output_mode = "append"
+    if args.aggregate:
+        df, output_mode = pipeline.aggregate(df, "count")
+        config = attrs.evolve(config, input_mode="any")
     stores = {"counts": "json"}
     if args.format_eos:
         functions = (
@@ -135,7 +142,7 @@ def main() -> None:
             pipeline.append_summary(args.summaries, sink.last)
             rerun_kill(args.events_dir, args.rerun_trigger, batch_id)
 
-        writer = df.writeStream.foreachBatch(write)
+        writer = df.writeStream.outputMode(output_mode).foreachBatch(write)
     query = writer.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     spark.stop()

@@ -1,7 +1,7 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
     python -m tests.chaos.harness [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
-                                [--pipelines stateless,stateful,format]
+                                [--pipelines stateless,stateful,format,aggregate]
                                 [--guarantees exactly_once,at_least_once]
                                 [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
@@ -17,7 +17,10 @@ Per run (a guarantee x a pipeline, same input, same fault schedule — see fault
     3. a last incarnation runs to the end of the input;
     4. markers go to every output partition; a fresh read_committed consumer reads until each is visible
        (a transaction left hanging would hide it) and compares the output with the input; the running
-       counts and the changelog are compared with a recomputation; the live consumer's figures too.
+       counts and the changelog are compared with a recomputation; the live consumer's figures too. The
+       `aggregate` pipeline (groupBy(key).count() in update mode, input_mode "any") is checked per key
+       instead: no (key, count) twice (`duplicated`), counts increasing (`out_of_order`), the last
+       count the true one (`state_mismatches`), no key without one (`missing`).
 Writes reports/chaos.json, prints a table, and exits non-zero when an exactly_once run is not exactly
 once or fewer faults than asked for were injected.
 """
@@ -46,7 +49,7 @@ from eos._localbroker import LocalBroker, LocalCluster, free_port
 from eos.testing import HistoryChecker, OutputRecord
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
-from tests.support import counting
+from tests.support import aggregates, counting
 from tests.support.processes import DriverProcess, Interrupted, stopping
 from tests.support.summaries import read_summaries
 
@@ -335,6 +338,7 @@ class Chaos:
         `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`."""
         started = time.monotonic()
         stateful = pipeline in ("stateful", "format")
+        aggregate = pipeline == "aggregate"
         name = f"{guarantee}-{pipeline}"
         run_dir = self.home / name
         events = run_dir / "events"
@@ -343,9 +347,12 @@ class Chaos:
         self.app_id, self.output, self.stateful, self.guarantee = app_id, output, stateful, guarantee
         testing.create_topic(self.bootstrap, output, self.args.partitions)
         counts = testing.expected_running_counts(self.sent) if stateful else None
-        live = LiveChecker(
-            self.bootstrap, output, self.args.partitions, HistoryChecker(testing.flatten(self.sent), counts)
+        checker = (
+            aggregates.RunningCounts(aggregates.key_counts(self.sent))
+            if aggregate
+            else HistoryChecker(testing.flatten(self.sent), counts)
         )
+        live = LiveChecker(self.bootstrap, output, self.args.partitions, checker)
         live.start()  # 1.
         self.live = live
         summaries = run_dir / "summaries.jsonl"
@@ -380,6 +387,7 @@ class Chaos:
                 *("--max-offsets", str(self.args.max_offsets), "--rerun-trigger", str(trigger)),
                 *(["--stateful"] if stateful else []),
                 *(["--format-eos"] if pipeline == "format" else []),
+                *(["--aggregate"] if aggregate else []),
             ]
             if stateful and "during_restore" in inc.crash_points:
                 # The executors' disk is lost (a move to new hosts): every store restores from its
@@ -446,8 +454,14 @@ class Chaos:
         live_behind = live.wait_marker(output_marker, 60)
         live.stop()
         self.live = None
-        live_result = live.checker.result()
-        final = testing.compare(testing.flatten(self.sent), records, hanging, running_counts=counts)
+        if aggregate:
+            truth = aggregates.key_counts(self.sent)
+            live_result = as_comparison(live.checker.result(final=False), len(truth))
+            ordered = sorted(records, key=lambda r: (r.partition, r.offset))
+            final = as_comparison(aggregates.check_running_counts(ordered, truth), len(truth), hanging)
+        else:
+            live_result = live.checker.result()
+            final = testing.compare(testing.flatten(self.sent), records, hanging, running_counts=counts)
         changelog_mismatches = 0
         if stateful:
             changelog = f"{app_id}-{self.source}-counts-changelog"
@@ -516,6 +530,22 @@ class Chaos:
                 return done
             time.sleep(0.2)
         return len(read_summaries(summaries))
+
+
+def as_comparison(check: aggregates.AggregateCheck, keys: int, hanging=()) -> testing.Comparison:
+    """An aggregation run's check in the figures of a pass-through run: keys without a count are
+    `missing`, a (key, count) written twice `duplicated`, a count not above the key's last one
+    `out_of_order`, a last count that is not the true one a `state_mismatch`; `expected` counts keys."""
+    return testing.Comparison(
+        expected=keys,
+        received=check.received,
+        missing=check.missing,
+        duplicated=check.duplicated,
+        out_of_order=check.not_increasing,
+        unexpected=check.unexpected,
+        hanging_partitions=tuple(hanging),
+        state_mismatches=check.wrong,
+    )
 
 
 def task_attempts(events: Path) -> dict[str, int]:
@@ -632,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
     parser.add_argument("--max-offsets", type=int, default=1_500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pipelines", default="stateless,stateful,format")
+    parser.add_argument("--pipelines", default="stateless,stateful,format,aggregate")
     parser.add_argument("--guarantees", default="exactly_once,at_least_once")
     parser.add_argument("--min-kills", type=int, default=20)
     parser.add_argument("--min-broker-restarts", type=int, default=3)

@@ -3,7 +3,7 @@ output, recomputed from `produce_sequence` input alone, read back with read_comm
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -43,26 +43,47 @@ def key_counts(sent: Mapping[int, list[bytes]], keys: int = 97) -> Counter:
     return Counter(f"k{parse_value(v)[2] % keys}".encode() for values in sent.values() for v in values)
 
 
+class RunningCounts:
+    """`--aggregate count` (update mode), fed one output record at a time in each output partition's
+    log order (a key's records share an output partition): per key, counts strictly increase and no
+    (key, count) comes twice; at the end, each key's last count is its true count."""
+
+    def __init__(self, truth: Mapping[bytes, int]) -> None:
+        self.truth = truth
+        self.last: dict[bytes, int] = {}
+        self.seen: set[tuple[bytes, int]] = set()
+        self.received = self.duplicated = self.not_increasing = self.unexpected = 0
+
+    def add(self, record: OutputRecord) -> None:
+        self.received += 1
+        count = int(record.value.split(b"|")[0])
+        if record.key not in self.truth:
+            self.unexpected += 1
+            return
+        if (record.key, count) in self.seen:
+            self.duplicated += 1
+        elif record.key in self.last and count <= self.last[record.key]:
+            self.not_increasing += 1
+        self.seen.add((record.key, count))
+        self.last[record.key] = count
+
+    def result(self, final: bool = True) -> AggregateCheck:
+        """`final`: the output is complete, so last counts and missing keys are judged too."""
+        return AggregateCheck(
+            received=self.received,
+            duplicated=self.duplicated,
+            not_increasing=self.not_increasing,
+            wrong=sum(1 for k, n in self.last.items() if n != self.truth[k]) if final else 0,
+            missing=sum(1 for k in self.truth if k not in self.last) if final else 0,
+            unexpected=self.unexpected,
+        )
+
+
 def check_running_counts(records: Iterable[OutputRecord], truth: Mapping[bytes, int]) -> AggregateCheck:
-    """`--aggregate count` (update mode): per key, counts strictly increase, no (key, count) twice, and
-    the last one is the key's true count. A key's records share an output partition, so log order is
-    the order they were written in."""
-    seen: dict[bytes, list[int]] = defaultdict(list)
-    received = 0
-    for r in records:
-        received += 1
-        seen[r.key].append(int(r.value.split(b"|")[0]))
-    duplicated = sum(len(c) - len(set(c)) for c in seen.values())
-    not_increasing = sum(1 for c in seen.values() for a, b in zip(c, c[1:], strict=False) if b <= a)
-    wrong = sum(1 for k, c in seen.items() if k in truth and c[-1] != truth[k])
-    return AggregateCheck(
-        received=received,
-        duplicated=duplicated,
-        not_increasing=not_increasing,
-        wrong=wrong,
-        missing=sum(1 for k in truth if k not in seen),
-        unexpected=sum(1 for k in seen if k not in truth),
-    )
+    checker = RunningCounts(truth)
+    for record in records:
+        checker.add(record)
+    return checker.result()
 
 
 def window_counts(sent: Mapping[int, list[bytes]], width: int = 10) -> dict[tuple[bytes, int], int]:

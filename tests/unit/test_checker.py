@@ -178,3 +178,25 @@ def test_history_checker_sees_a_replayed_duplicate_with_a_doubled_count_as_both(
     out = [sent[0][0] + b"#1", sent[0][1] + b"#2", sent[0][1] + b"#3", sent[0][2] + b"#4"]
     result = compare(flatten(sent), history(out), running_counts=expected_counts)
     assert (result.duplicated, result.state_mismatches, result.missing) == (1, 2, 0)
+
+
+def test_running_counts_check_names_each_way_an_aggregation_can_be_wrong():
+    from tests.support.aggregates import RunningCounts, check_running_counts
+
+    truth = {b"a": 3, b"b": 2, b"c": 1}
+
+    def rec(i, key, count):
+        return OutputRecord(partition=0, offset=i, key=key, value=b"%d" % count, headers=())
+
+    exact = [rec(0, b"a", 1), rec(1, b"b", 2), rec(2, b"a", 3), rec(3, b"c", 1)]
+    assert check_running_counts(exact, truth).exact
+    twice = check_running_counts([*exact, rec(4, b"a", 3)], truth)
+    assert (twice.duplicated, twice.not_increasing) == (1, 0)
+    back = check_running_counts([*exact, rec(4, b"a", 2)], truth)  # a count going back is an old version
+    assert (back.not_increasing, back.wrong) == (1, 1)
+    short = check_running_counts(exact[:2], truth)
+    assert (short.wrong, short.missing) == (1, 1)  # a's last count is 1, not 3; c never came
+    live = RunningCounts(truth)
+    for r in exact[:2]:
+        live.add(r)
+    assert live.result(final=False).exact  # while the output is still being written: not yet judged
