@@ -25,7 +25,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
     ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
     ("agg_spark_kafka_sink", "7 groupBy(key).count() (update), Spark .format('kafka'), at-least-once"),
-    ("agg_eos_exactly_once", "7e the same aggregation, eos exactly_once, input_mode any"),
+    ("agg_eos_exactly_once", "7e the same aggregation, eos exactly_once, input_mode any, one part per core"),
 )
 BASELINE = ROWS[0][0]
 

@@ -399,7 +399,9 @@ class Bench:
         return self._run_query(writer)
 
     def row_agg_eos_exactly_once(self, out: str) -> dict:
-        config = self.config("agg-eos", "exactly_once", output_topic=out, input_mode="any")
+        # One part per core, as a deployment would set it: more parts than cores run in waves.
+        parts = os.cpu_count() or 2
+        config = self.config("agg-eos", "exactly_once", output_topic=out, input_mode="any", parts=parts)
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
         sink = eos.sink(config, on_batch=SummaryLog(str(summaries)))
         writer = self._aggregation(config).writeStream.outputMode("update").foreachBatch(sink)

@@ -31,7 +31,13 @@ from eos._arrow import Layout, Outputs, batch_outputs, headers_of
 from eos._log import get_logger
 from eos._task import STATS_SCHEMA, Commit, OnCommit, PartitionStats, Process, ProcessBatch
 from eos.config import Config
-from eos.errors import NondeterministicBatchError, PartTooLargeError, ProcessError
+from eos.errors import (
+    FatalError,
+    NondeterministicBatchError,
+    OffsetsUnstableError,
+    PartTooLargeError,
+    ProcessError,
+)
 from eos.records import outputs_of
 from eos.state import State
 
@@ -177,11 +183,13 @@ class Progress:
         )
 
 
-def read_progress(config: Config, parts: Iterable[int], log=None, stable: bool = True) -> dict[int, Any]:
+def read_progress(
+    config: Config, parts: Iterable[int], log=None, stable: bool = True, wait: bool = True
+) -> dict[int, Any]:
     """Each part's committed Progress (None: none yet); an offset this app did not commit is refused
     (ForeignOffsetError) and one without a part record is reported as such."""
     topic = _names.parts_topic(config.app_id)
-    entries = _offsets.committed_entries(config, [(topic, p) for p in parts], log, stable)
+    entries = _offsets.committed_entries(config, [(topic, p) for p in parts], log, stable, wait)
     _offsets.check_stamps(config, entries)
     return {p: Progress.of(entries[(topic, p)]) for (_, p) in entries}
 
@@ -223,22 +231,12 @@ class PartTask:
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> PartitionStats:
         try:
-            # A1, A2: a fresh producer's init_transactions fences every other attempt at this part (a
-            # retry, a speculative copy, a zombie of a killed driver) and ends its open transaction.
-            if self.config.exactly_once:
-                self.producer = producers.OutputProducer(self.config, self.tid)
-                self.producer.init_transactions(self.log, known_topic=self.topic)
-            else:
-                self.producer, _ = producers.acquire(self.config, None)
-            progress = self._progress(stable=True)  # A3: read only after the fence
+            progress = self._start()  # A2, A3
             if progress is not None and progress.batch_id == self.job.batch_id:
                 self._verify(progress, batches)  # A4
             else:
                 self._write(batches)  # A5, A6
-            if self.config.exactly_once:
-                producers.discard(self.producer)  # a fresh one fences at the next batch
-            else:
-                producers.release(self.producer)
+            producers.release(self.producer)
             self.producer = None
             self.log.info(
                 "part written",
@@ -254,6 +252,49 @@ class PartTask:
                 self.producer = None
             raise
 
+    def _start(self) -> Progress | None:
+        """A2, A3: a producer that has fenced every other attempt at this part (a retry, a speculative
+        copy, a zombie of a killed driver), and the part's progress read after that fence.
+
+        A fresh producer's init_transactions fences (~60 ms here). A producer this worker kept from an
+        earlier batch fenced the others when it was initialised, unless another worker initialised one
+        for the part since; it learns that only from a transactional call, so before any row is read it
+        begins the transaction and sends the part's committed offset unchanged into it (A5 then goes on in
+        that transaction, whose final offset replaces it). Fenced: a fresh producer after all."""
+        config = self.config
+        if not config.exactly_once:
+            self.producer, _ = producers.acquire(config, None)
+            return self._progress(stable=True)
+        self.producer, kept = producers.acquire(config, self.tid)
+        if kept:
+            try:
+                progress = self._progress(stable=True, wait=False)
+                if progress is not None and progress.batch_id == self.job.batch_id:
+                    return progress  # A4 writes nothing: it needs no fence
+                self.producer.begin_transaction(self.log)
+                self.producer.send_offsets(
+                    [self._unchanged(progress)], _offsets.group_metadata(config), self.log
+                )
+                return progress
+            except (FatalError, OffsetsUnstableError) as exc:
+                # Displaced by another worker, or another attempt's transaction is open: fence it.
+                self.log.info(
+                    "kept producer of the part is not current: starting a fresh one", error=str(exc)
+                )
+                producers.discard(self.producer)
+                self.stats.producers_replaced += 1
+                self.producer = producers.OutputProducer(config, self.tid)
+        self.producer.init_transactions(self.log, known_topic=self.topic)
+        return self._progress(stable=True)
+
+    def _unchanged(self, progress: Progress | None) -> TopicPartition:
+        """The part's committed offset as it is (none yet: offset 0 without a progress record)."""
+        if progress is None:
+            return TopicPartition(self.topic, self.part, 0, _offsets.stamp(self.config))
+        return TopicPartition(
+            self.topic, self.part, progress.batch_id + 1, progress.metadata(self.config, self.part)
+        )
+
     def run_empty(self) -> PartitionStats:
         """A part with no rows in this run writes nothing; it only checks that the batch's first run did
         not commit rows for it (unfenced: it writes nothing either way)."""
@@ -262,9 +303,9 @@ class PartTask:
             self._compare(progress, Digest())
         return self.stats
 
-    def _progress(self, stable: bool) -> Progress | None:
+    def _progress(self, stable: bool, wait: bool = True) -> Progress | None:
         """A3: the part's committed progress, checked against this batch."""
-        progress = read_progress(self.config, [self.part], self.log, stable)[self.part]
+        progress = read_progress(self.config, [self.part], self.log, stable, wait)[self.part]
         self.stats.committed_before = None if progress is None else progress.batch_id + 1
         if progress is None:
             return None
@@ -320,7 +361,7 @@ class PartTask:
         """A5, A6: every row of the part in one transaction, which also commits the part's progress."""
         config, producer = self.config, self.producer
         _crash.point("before_produce")
-        if config.exactly_once:
+        if config.exactly_once and not producer.in_transaction:  # a kept producer's is open (A2)
             producer.begin_transaction(self.log)
         began = time.monotonic()
         digest = Digest()
