@@ -162,8 +162,11 @@ class Outputs:
         return f" (an output of process_batch over input offsets {self.first}-{self.last})"
 
 
-def passthrough(run: pa.RecordBatch, layout: Layout, default_topic: str | None) -> Outputs:
-    """A pass-through run's output columns: `value`, `key`, `headers` as Spark's Kafka sink reads them."""
+def passthrough(
+    run: pa.RecordBatch, layout: Layout, default_topic: str | None, offsets: pa.Array | None = None
+) -> Outputs:
+    """A pass-through run's output columns: `value`, `key`, `headers` as Spark's Kafka sink reads them.
+    `offsets` names each row's input (default: the input offset column)."""
     headers = run.column(layout.headers) if layout.headers else None
     if headers is not None and not pc.sum(pc.list_value_length(headers)).as_py():
         headers = None  # no record has a header: the producer's fastest loop takes no headers
@@ -173,7 +176,7 @@ def passthrough(run: pa.RecordBatch, layout: Layout, default_topic: str | None) 
         keys=run.column(layout.key).to_pylist() if layout.key else None,
         headers=headers_of(headers) if headers is not None else None,
         partitions=run.column(layout.out_partition).to_pylist() if layout.out_partition else None,
-        offsets=run.column(layout.offset),
+        offsets=run.column(layout.offset) if offsets is None else offsets,
     )
 
 

@@ -27,7 +27,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 
 from eos import _clients, _crash, _kafka, _names, _offsets, _worker
 from eos import _producer as producers
-from eos._arrow import Layout, Outputs, batch_outputs, headers_of
+from eos._arrow import Layout, Outputs, batch_outputs, passthrough
 from eos._log import get_logger
 from eos._task import STATS_SCHEMA, Commit, OnCommit, PartitionStats, Process, ProcessBatch
 from eos.config import Config
@@ -461,17 +461,7 @@ class PartTask:
             return batch_outputs(
                 result, default_topic=topic, topic=self.topic, partition=self.part, first=first, last=last
             )
-        headers = batch.column(layout.headers) if layout.headers else None
-        if headers is not None and not pc.sum(pc.list_value_length(headers)).as_py():
-            headers = None
-        return Outputs(
-            values=batch.column(layout.value).to_pylist(),
-            topic=batch.column(layout.out_topic).to_pylist() if layout.out_topic else topic,
-            keys=batch.column(layout.key).to_pylist() if layout.key else None,
-            headers=headers_of(headers) if headers is not None else None,
-            partitions=batch.column(layout.out_partition).to_pylist() if layout.out_partition else None,
-            offsets=pa.array(range(first, last + 1), pa.int64()),
-        )
+        return passthrough(batch, layout, topic, offsets=pa.array(range(first, last + 1), pa.int64()))
 
     def _produce_rows(self, batch: pa.RecordBatch, first: int) -> int:
         """`process(row, state)` per row, its outputs produced; returns how many."""
