@@ -14,6 +14,9 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
     D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
     D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
+
+With `input_mode="any"` (rows without Kafka input coordinates) D3-D4 are P1-P2 of `eos._parts`: the
+rows are placed in parts, each written once per batch id.
 """
 
 from __future__ import annotations
