@@ -90,6 +90,7 @@ def test_aggregation_driver_sigkilled_three_times_is_exact(bootstrap, names, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_file_source_driver_sigkilled_twice_every_line_once(bootstrap, names, tmp_path):
     """A directory of text files (one per batch) -> eos, the driver SIGKILLed twice mid-batch: every line
     exactly once, each key's lines in file order."""
