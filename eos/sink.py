@@ -185,7 +185,8 @@ class Sink:
         if not self._parts_topic_ready:
             _parts.ensure_parts_topic(self.config)
             self._parts_topic_ready = True
-        placed = _parts.place(batch_df, self.config, columns, layout.key)  # P1
+        key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
+        placed = _parts.place(batch_df, self.config, columns, key)  # P1
         job = _parts.PartJob(
             config=self.config,
             batch_id=batch_id,

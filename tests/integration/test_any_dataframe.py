@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import finish, kill_after_commits, line_count, seed, start_pipeline
 
-from eos import testing
+from eos import _parts, testing
 from tests.support.aggregates import (
     check_running_counts,
     check_windows,
@@ -28,7 +28,7 @@ from tests.support.summaries import ledger_skipped, read_summaries
 @pytest.mark.parametrize(
     "kind,api",
     [
-        ("count", "classic"),
+        pytest.param("count", "classic", marks=pytest.mark.long),
         pytest.param("window", "classic", marks=pytest.mark.long),
         pytest.param("count", "connect", marks=pytest.mark.long),
         pytest.param("window", "format", marks=pytest.mark.long),
@@ -123,6 +123,7 @@ def test_file_source_driver_sigkilled_twice_every_line_once(bootstrap, names, tm
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_rand_in_the_output_fails_the_rerun_naming_batch_and_part(bootstrap, names, tmp_path):
     """`rand()` in the output: the driver is SIGKILLed while one part of batch 0 is certainly unwritten
     (its task stopped itself before producing) and others committed. The re-run computes other values
@@ -157,3 +158,70 @@ def test_rand_in_the_output_fails_the_rerun_naming_batch_and_part(bootstrap, nam
     keys = [r.key for r in records]
     assert len(keys) == len(set(keys)), "a key was written twice"
     assert keys, "the committed parts' records are not in the output"
+
+
+def _fail_part_0_while(marker: str):
+    """`process_batch` that passes rows through, and fails every attempt at part 0 while `marker` exists:
+    the batch fails after the other parts committed, as when its driver dies mid-batch."""
+
+    def process_batch(batch, state):
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 0 and os.path.exists(marker):
+            raise RuntimeError("part 0 fails (test)")
+        return batch.select(["key", "value"])
+
+    return process_batch
+
+
+@pytest.mark.parametrize("kind", ["count", "rand"])
+def test_a_batch_failed_after_some_parts_committed_runs_again_once(spark, bootstrap, names, tmp_path, kind):
+    """In one session, no process killed: part 0 of batch 0 fails on every attempt while parts 1-3
+    commit, so the query stops; the query restarted on the same checkpoint re-runs batch 0 in a new
+    execution (Spark draws a new seed for rand() in each). A count must come out exactly once, the
+    committed parts skipped; rand() in the value must fail the re-run naming batch 0 and a committed part,
+    with no key written twice. (`make long-test` does both with real driver SIGKILLs.)"""
+    import eos
+
+    source, output, sent = seed(bootstrap, names, 50)
+    marker = tmp_path / "fail-part-0"
+    marker.touch()
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+    )
+    value = "CAST(count AS STRING)" if kind == "count" else "concat(CAST(count AS STRING), '|', rand())"
+
+    def start():
+        counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+        out = counts.selectExpr("key", f"CAST({value} AS BINARY) AS value")
+        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        query = (
+            out.writeStream.outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        return sink, query
+
+    _, query = start()
+    with pytest.raises(Exception, match="part 0 fails"):
+        query.awaitTermination()
+    committed = {p for p, progress in _parts.read_progress(config, range(4)).items() if progress is not None}
+    assert committed == {1, 2, 3}, committed
+    marker.unlink()
+    sink, query = start()
+    if kind == "count":
+        query.awaitTermination()
+        assert sink.history[0].batch_id == 0 and sink.history[0].skipped > 0
+        result = check_running_counts(read_output(bootstrap, output), key_counts(sent))
+        assert result.exact and result.received == len(key_counts(sent)), result
+    else:
+        with pytest.raises(Exception, match=r"NondeterministicBatchError: batch 0, part [123]:"):
+            query.awaitTermination()
+        keys = [r.key for r in read_output(bootstrap, output)]
+        assert keys and len(keys) == len(set(keys)), "a key was written twice"
