@@ -36,6 +36,7 @@ def alive(pid: int, created: float) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a test of the chaos harness: it runs where the harness does (make chaos)
 @pytest.mark.timeout(400)
 def test_sigterm_stops_everything_the_chaos_harness_started(tmp_path):
     argv = [sys.executable, "-m", "tests.chaos.harness", "--records", "4000", "--incarnations", "1"]
