@@ -1,5 +1,5 @@
 """input_mode "any": a batch without Kafka input coordinates (an aggregation, a join, a non-Kafka source),
-written in parts, each part once per batch id. Steps P1-P3 (driver) and A1-A7 (executor) of
+written in parts, each part once per batch id. Steps P1-P3 (driver) and A1-A6 (executor) of
 docs/protocol.md.
 
 Spark re-runs a failed batch N on the same source offsets and the same state version, so it computes the
@@ -74,10 +74,24 @@ def place(df, config: Config, columns: list[str], key: str | None):
     return df.withColumn(PART_COLUMN, F.pmod(F.hash(*by), F.lit(n))).repartition(n, *by)
 
 
+#: progress topics known to have at least so many partitions in this process, by (bootstrap, name): the
+#: driver asks once per sink, a `format("eos")` task once per Python worker, not once per batch or task
+_known_parts: dict[tuple[str, str], int] = {}
+
+
 def ensure_parts_topic(config: Config) -> None:
     """The progress topic, with at least `parts` partitions (created, or grown). It never holds a record:
     the broker accepts transactional offset commits only for partitions that exist."""
     name = _names.parts_topic(config.app_id)
+    known = (config.bootstrap_servers, name)
+    if _known_parts.get(known, 0) >= config.parts:
+        return
+    if _grow_parts_topic(config, name):
+        _known_parts[known] = max(_known_parts.get(known, 0), config.parts)
+
+
+def _grow_parts_topic(config: Config, name: str) -> bool:
+    """Create or grow the topic; whether its metadata shows `parts` partitions before the deadline."""
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
     have = _offsets.topic_partitions(config, [name]).get(name)
@@ -112,13 +126,14 @@ def ensure_parts_topic(config: Config) -> None:
             timeout_s=timeout,
         )
     else:
-        return
+        return True
     deadline = _kafka.Deadline(timeout)
     while not deadline.expired():
         count = _offsets.topic_partitions(config, [name]).get(name, 0)
         if count >= config.parts:
-            return
+            return True
         time.sleep(0.1)
+    return False
 
 
 # -- what a part's transaction records -------------------------------------------------------------
@@ -186,15 +201,15 @@ class Progress:
 def read_progress(
     config: Config, parts: Iterable[int], log=None, stable: bool = True, wait: bool = True
 ) -> dict[int, Any]:
-    """Each part's committed Progress (None: none yet); an offset this app did not commit is refused
-    (ForeignOffsetError) and one without a part record is reported as such."""
+    """Each part's committed Progress (None: none yet, or an offset without a part record); an offset this
+    app did not commit is refused (ForeignOffsetError)."""
     topic = _names.parts_topic(config.app_id)
     entries = _offsets.committed_entries(config, [(topic, p) for p in parts], log, stable, wait)
     _offsets.check_stamps(config, entries)
     return {p: Progress.of(entries[(topic, p)]) for (_, p) in entries}
 
 
-# -- the executor: A1-A7 ---------------------------------------------------------------------------
+# -- the executor: A1-A6 ---------------------------------------------------------------------------
 
 
 @attrs.frozen
@@ -212,7 +227,7 @@ class PartJob:
 
 
 class PartTask:
-    """One part of one batch: A1-A7 of docs/protocol.md."""
+    """One part of one batch: A1-A6 of docs/protocol.md."""
 
     def __init__(self, job: PartJob, part: int) -> None:
         self.job = job

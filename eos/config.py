@@ -128,7 +128,7 @@ class Config:
     accept_foreign_offsets: bool = attrs.field(default=False, validator=_boolean)
     #: "kafka": each row carries the Kafka source's topic/partition/offset, committed with the outputs.
     #: "any": a DataFrame without them (an aggregation, a join, a non-Kafka source): the batch is written
-    #: in `parts` parts, each recording its batch id in its transaction (docs/protocol.md, P1-P3, A1-A7).
+    #: in `parts` parts, each recording its batch id in its transaction (docs/protocol.md, P1-P3, A1-A6).
     input_mode: str = "kafka"
     #: input_mode "any": how many parts a batch is placed in (one transactional producer each).
     parts: int = attrs.field(default=4, validator=_positive)

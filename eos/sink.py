@@ -117,7 +117,6 @@ class Sink:
                 " these rows have none. Spark's own state (groupBy, flatMapGroupsWithState,"
                 " transformWithState) serves such a query; eos writes its result.",
             )
-        self._parts_topic_ready = False
         self.history_size = history_size
         self._cluster_checked = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
@@ -182,9 +181,7 @@ class Sink:
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
     ) -> None:
         """input_mode "any": P1-P3 of docs/protocol.md (`eos._parts`)."""
-        if not self._parts_topic_ready:
-            _parts.ensure_parts_topic(self.config)
-            self._parts_topic_ready = True
+        _parts.ensure_parts_topic(self.config)  # asks the broker once per process
         key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
         placed = _parts.place(batch_df, self.config, columns, key)  # P1
         job = _parts.PartJob(
