@@ -51,7 +51,7 @@ class Checkpoint:
         self.outputs = 0
         #: bytes of the input this transaction holds for a redo (Arrow)
         self.input_bytes = 0
-        if config.exactly_once:
+        if config.exactly_once and not producer.in_transaction:  # else: opened by the fence check
             producer.begin_transaction(log)
 
     def mark(self, last_offset: int, records: int, outputs: int) -> None:

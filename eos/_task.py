@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
+from confluent_kafka import TopicPartition
 
 from eos import _arrow, _crash, _input, _offsets, _rows, _worker
 from eos import _producer as producers
@@ -131,6 +132,9 @@ class Job:
     provenance: _input.Provenance | None = None
 
 
+DISPLACED = "kept producer was fenced by a newer incarnation; starting a fresh one"
+
+
 class PartitionTask:
     """The protocol for one input topic-partition of one micro-batch (docs/protocol.md, steps 1-8)."""
 
@@ -201,6 +205,8 @@ class PartitionTask:
         """Commit what is open; hand the producer back to the worker's cache."""
         if self.checkpoint is not None:
             self._guarded(self._commit)
+        elif self.producer is not None and self.producer.in_transaction:
+            self.producer.abort_transaction(self.log)  # step 2's check only: every row was skipped
         self._close_state()
         producers.release(self.producer)
         self.producer = None
@@ -250,15 +256,19 @@ class PartitionTask:
             # Step 2 for a kept producer: it was initialised in an earlier task and cannot end another
             # incarnation's open transaction (a worker killed between its offsets and its commit holds
             # the offset until transaction.timeout.ms). A fresh producer's init_transactions does.
-            self.log.info("an open transaction holds the committed offset: fencing it with a fresh producer")
-            producers.discard(self.producer)
-            self.producer = None
-            self.stats.producers_replaced += 1
-            self._start_incarnation(reuse=False)
+            self._replace_kept(
+                "an open transaction holds the committed offset: fencing it with a fresh producer"
+            )
             return
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
         if self.job.check_input:
             _input.require_unshared(self.scope, entries.get(tp))
+        if kept and entries.get(tp) is not None:
+            try:
+                self._check_current(entries[tp])
+            except FatalError as exc:
+                self._replace_kept(DISPLACED, exc)
+                return
         self.stats.committed_before = self.committed
         if self.job.stores:  # step 4
             if self.state is None:
@@ -270,6 +280,25 @@ class PartitionTask:
             self.stats.restored = self.state.restored
         self.pending = [s for s in (self._skip(s) for s in self.pending) if s.num_rows]
         self.checkpoint = None
+
+    def _check_current(self, entry: _offsets.Committed) -> None:
+        """Step 2 for a kept producer: it fenced every older incarnation when it was initialised, unless
+        a producer of another worker was initialised for this partition since (Spark hands a partition's
+        next task to whichever worker is free). It learns that only from a call to the transaction
+        coordinator, so before any row it begins the transaction and sends the committed offset into it
+        unchanged (step 7c replaces it in the same transaction); a displaced producer fails here, not
+        after producing the rows."""
+        self.producer.begin_transaction(self.log)
+        offset = TopicPartition(self.topic, self.partition, entry.offset, entry.metadata)
+        self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
+
+    def _replace_kept(self, why: str, exc: Exception | None = None) -> None:
+        """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
+        self.log.info(why, **({} if exc is None else {"error": str(exc)}))
+        producers.discard(self.producer)
+        self.producer = None
+        self.stats.producers_replaced += 1
+        self._start_incarnation(reuse=False)
 
     def _guarded(self, action: Callable[[], Any]) -> Any:
         """Run one action of the open transaction under the error rules of step 8; its result."""
@@ -315,12 +344,9 @@ class PartitionTask:
                 if not (self.reused and self.stats.transactions == 0):
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
                     raise
-                # A kept producer displaced by another worker: take the partition back once.
-                self.log.info("kept producer was fenced by a newer incarnation; starting a fresh one")
-                producers.discard(self.producer)
-                self.producer = None
-                self.stats.producers_replaced += 1
-                self._start_incarnation(reuse=False)
+                # A kept producer displaced by another worker (one with no committed offset to check
+                # it with in step 2): take the partition back once.
+                self._replace_kept(DISPLACED)
                 replay = True
             except FatalError as exc:  # 8c
                 self._raise_if_timed_out(exc)

@@ -315,6 +315,34 @@ def test_producers_kept_per_worker_stay_bounded_with_32_input_partitions(bootstr
 # -- a kept producer fences like a fresh one ------------------------------------------------------------
 
 
+def start_worker(tmp_path, bootstrap, app_id, source, output, name, env=None) -> subprocess.Popen:
+    """A Python worker's life without Spark (tests/integration/worker_app.py); its log in tmp_path."""
+    argv = [sys.executable, "-m", "tests.integration.worker_app", bootstrap, app_id, source, output, "5000"]
+    log = open(tmp_path / f"{name}.log", "wb")
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+
+
+def task(proc: subprocess.Popen, batch: int, start: int, end: int) -> dict | None:
+    """Rows [start, end) of input partition 0 as batch `batch` to a worker: its stats (None: it died)."""
+    proc.stdin.write(json.dumps({"batch": batch, "from": start, "to": end}) + "\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    return json.loads(line) if line else None
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    proc.wait(30)
+
+
 def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstrap, names, tmp_path):
     """Two Python workers take input partition 0 in turn, keeping their producers between tasks as
     PySpark workers do. Worker 2 is SIGKILLed between send_offsets and commit (F3), its transaction open
@@ -330,38 +358,12 @@ def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstr
     once = tmp_path / "once"
     once.mkdir()
 
-    def worker(name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        argv = [
-            sys.executable,
-            "-m",
-            "tests.integration.worker_app",
-            bootstrap,
-            app_id,
-            source,
-            output,
-            "5000",
-        ]
-        log = open(tmp_path / f"{name}.log", "wb")
-        return subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env={**os.environ, **(env or {})},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
-
-    def task(proc: subprocess.Popen, batch: int, start: int, end: int) -> dict | None:
-        proc.stdin.write(json.dumps({"batch": batch, "from": start, "to": end}) + "\n")
-        proc.stdin.flush()
-        line = proc.stdout.readline()
-        return json.loads(line) if line else None
-
-    first = worker("worker-1")
+    args = (tmp_path, bootstrap, app_id, source, output)
+    first = start_worker(*args, "worker-1")
     try:
         assert task(first, 0, 0, 100)["last_offset"] == 99
-        second = worker("worker-2", {"EOS_CRASH_AT": "after_send_offsets", "EOS_CRASH_ONCE_DIR": str(once)})
+        crash = {"EOS_CRASH_AT": "after_send_offsets", "EOS_CRASH_ONCE_DIR": str(once)}
+        second = start_worker(*args, "worker-2", crash)
         assert task(second, 1, 100, 200) is None, "worker 2 should have died"
         assert second.wait(30) == -signal.SIGKILL
         assert (once / "crashed-after_send_offsets").exists(), (
@@ -373,7 +375,35 @@ def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstr
         assert (retried["producers_replaced"], retried["skipped"], retried["last_offset"]) == (1, 0, 199)
         assert task(first, 2, 200, 300)["producers_replaced"] == 0  # the fresh producer is kept in turn
     finally:
-        first.stdin.close()
-        first.wait(30)
+        stop_worker(first)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result
+
+
+def test_a_kept_producer_displaced_by_another_worker_is_found_out_before_it_writes(
+    bootstrap, names, tmp_path
+):
+    """Spark gives a partition's next task to whichever Python worker is free, so worker 2's fresh
+    producer for input partition 0 fences the producer worker 1 kept from batch 0 (in `make bench` half
+    the tasks met one). Worker 1 gets batch 2: step 2 sends the committed offset into the transaction
+    before any row, the broker refuses it there, and a fresh producer writes the batch. Before, the
+    displaced producer produced the rows and learnt it was fenced from their delivery."""
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 300)
+    args = (tmp_path, bootstrap, app_id, source, output)
+    first, second = start_worker(*args, "worker-1"), start_worker(*args, "worker-2")
+    try:
+        assert task(first, 0, 0, 100)["last_offset"] == 99
+        assert task(second, 1, 100, 200)["producers_replaced"] == 0  # fresh: its init fences worker 1's
+        third = task(first, 2, 200, 300)
+        assert "error" not in third, third
+        assert (third["producers_replaced"], third["skipped"], third["last_offset"]) == (1, 0, 299)
+    finally:
+        stop_worker(first)
+        stop_worker(second)
+    [found] = [ln for ln in (tmp_path / "worker-1.log").read_text().splitlines() if "kept producer" in ln]
+    assert "send_offsets_to_transaction" in found and "fenced" in found, found  # step 2, not a delivery
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result

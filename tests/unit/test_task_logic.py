@@ -507,6 +507,47 @@ def test_kept_producer_fenced_after_a_commit_is_a_zombie(kafka):
     assert kafka.discarded == [kept]
 
 
+def test_kept_producer_displaced_is_found_out_before_any_row_is_produced(kafka):
+    """Rows 0-1 are committed; another worker's producer for the partition fenced the kept one since.
+    Step 2 sends the committed offset into a transaction first: the kept producer fails there, having
+    produced nothing, and a fresh one writes rows 2-3 once."""
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 2
+    kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
+    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.fail["send_offsets"] = [fenced()]
+    stats = run(cfg, range(4))
+    assert kept.calls == ["begin", "send_offsets"]  # no produce: no row written twice or lost
+    assert kafka.values() == [value(o) for o in range(4)]
+    assert (stats.producers_replaced, stats.skipped, kafka.offsets[(IN, 0)]) == (1, 2, 4)
+    [fresh] = kafka.created
+    assert fresh.calls[:2] == ["init", "begin"]
+    assert kafka.discarded == [kept] and kafka.released == [fresh]
+
+
+def test_kept_current_producer_checks_with_the_committed_offset_and_goes_on_in_that_transaction(kafka):
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 2
+    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    stats = run(cfg, range(5))
+    assert kept.calls == ["begin", "send_offsets", "produce", "produce", "produce", "flush"] + [
+        "send_offsets",
+        "commit",
+    ]
+    assert kafka.offset_commits == [5] and stats.transactions == 1 and stats.producers_replaced == 0
+    assert kafka.released == [kept]
+
+
+def test_kept_producer_with_every_row_committed_ends_the_check_and_is_kept(kafka):
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 3
+    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    stats = run(cfg, range(3))
+    assert kept.calls == ["begin", "send_offsets", "abort"]
+    assert (stats.skipped, stats.transactions, kafka.offset_commits) == (3, 0, [])
+    assert kafka.released == [kept] and not kept.in_transaction
+
+
 # -- at_least_once ---------------------------------------------------------------------------------
 
 
