@@ -299,6 +299,8 @@ class Bench:
         self.commit_seconds: dict[str, list[float]] = {}
         #: the next eos run is profiled (an extra run after the rounds: py-spy slows the workers)
         self.profiling = False
+        #: runs keep their batches' progress (rows and durations): `--split`
+        self.keep_progress = False
 
     def session(self, connect: bool = False):
         """One JVM for both APIs: the local Spark Connect server runs in the classic session's JVM, so
@@ -368,6 +370,10 @@ class Bench:
             seconds = time.perf_counter() - t0
         shutil.rmtree(ckpt, ignore_errors=True)
         result = {"seconds": seconds, "worker_rss_peak_mib": rss.peak_mib}
+        if self.keep_progress:
+            result["progress"] = report.first_marked(
+                [report.batch_point(p) for p in query.recentProgress if p.numInputRows]
+            )
         if spy is not None:
             result["profile"] = spy.stop(seconds)
         return result
@@ -518,6 +524,43 @@ class Bench:
 
     def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
+
+    # -- the cost split --------------------------------------------------------------------------------
+
+    def split(self) -> dict:
+        """Spark's sink and eos exactly_once over the same input at each of `--split-batches` records per
+        trigger, interleaved: every batch's rows and durations (Spark's own progress), then per sink a
+        line fitted through them: a cost per batch and a cost per record (`bench_report.cost_split`)."""
+        rows = ("spark_kafka_sink", "eos_exactly_once")
+        sizes = self.args.split_batches
+        most = -(-self.args.records // min(sizes))
+        self.session().conf.set("spark.sql.streaming.numRecentProgressUpdates", str(max(100, most + 10)))
+        saved, self.keep_progress = self.args.batch, True
+        runs: list[dict] = []
+        try:
+            for rnd in range(self.args.runs):
+                order = [(size, row) for size in sizes for row in rows]
+                for size, row in order if rnd % 2 == 0 else reversed(order):
+                    self.args.batch = size
+                    res = self.run_row(row, rnd)
+                    runs.append({"row": row, "batch_records": size, **res})
+                    in_batches = sum(b["triggerExecution"] for b in res.get("progress", [])) / 1000
+                    rate = report.fmt_rate(res.get("records_per_s"))
+                    log(
+                        f"split round {rnd} {row} at {size:,}/trigger: {rate}"
+                        f" records/s, {len(res.get('progress', []))} batches, {in_batches:.1f}s of"
+                        f" {res.get('seconds', 0):.1f}s in batches"
+                        + (f" ERROR {res['error'][:300]}" if "error" in res else "")
+                    )
+        finally:
+            self.args.batch, self.keep_progress = saved, False
+        fits = {
+            row: report.cost_split(
+                [b for r in runs if r["row"] == row and "error" not in r for b in r.get("progress", [])]
+            )
+            for row in rows
+        }
+        return {"batch_records": sizes, "runs": runs, "fits": fits}
 
     # Python rows: their own process each, so nothing of the Spark driver is shared.
 
@@ -886,7 +929,13 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=float(env("BENCH_LATENCY_SECONDS") or 30))
     parser.add_argument("--latency-rate", type=int, default=int(env("BENCH_LATENCY_RATE") or 2000))
     parser.add_argument("--rows", default=env("BENCH_ROWS") or ",".join(r for r, _ in report.ROWS))
-    parser.add_argument("--skip", default=env("BENCH_SKIP") or "", help="comma list: latency,restore")
+    parser.add_argument("--skip", default=env("BENCH_SKIP") or "", help="comma list: split,latency,restore")
+    parser.add_argument(
+        "--split-batches",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=env("BENCH_SPLIT_BATCHES") or "20000,200000,2000000",
+        help="records per trigger for the cost split (comma list)",
+    )
     parser.add_argument(
         "--profile",
         default=env("BENCH_PROFILE") or "eos_exactly_once",
@@ -1009,6 +1058,9 @@ def main() -> int:
                     row: report.median(r.get("worker_rss_peak_mib") for r in rr) for row, rr in runs.items()
                 },
             }
+            if "split" not in skip:
+                log(f"cost split: records per trigger {args.split_batches}")
+                result["split"] = bench.split()
             if "latency" not in skip:
                 result["latency"] = {}
                 for row in ("spark_kafka_sink", "eos_at_least_once", "eos_exactly_once"):
@@ -1039,6 +1091,9 @@ def main() -> int:
     print(extra)
     print()
     print(report.targets_table(result["targets"]))
+    if "split" in result:
+        print()
+        print(report.split_table(result["split"]))
     if result.get("profile", {}).get("top_self"):
         print()
         print(report.profile_table(result["profile"]))
