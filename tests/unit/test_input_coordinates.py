@@ -131,3 +131,55 @@ def test_through_a_shuffle_rows_must_lie_in_the_ranges_the_batch_read():
 def test_without_provenance_batches_pass_unchecked():
     batch = _batch([("in", 9, 1)])
     assert list(checked_batches([batch], LAYOUT, None, 0)) == [batch]
+
+
+# -- D3: one wave of tasks -----------------------------------------------------------------------------
+
+
+class _Context:
+    def __init__(self, cores: int) -> None:
+        self.defaultParallelism = cores
+
+
+class _Batch:
+    """What `task_slots` reads of a classic batch: its session's SparkContext."""
+
+    def __init__(self, cores: int) -> None:
+        self.sparkSession = type("Session", (), {"sparkContext": _Context(cores)})()
+
+
+def _partitions(n: int) -> tuple[SourceRange, ...]:
+    return tuple(SourceRange("in", p, 0, 10) for p in range(n))
+
+
+def test_a_batch_with_more_input_partitions_than_cores_runs_in_one_task_per_core():
+    from eos.sink import task_slots
+
+    assert task_slots(_Batch(2), Provenance(partitions=_partitions(4))) == 2
+    assert task_slots(_Batch(4), Provenance(partitions=_partitions(4))) is None  # one wave already
+    assert task_slots(_Batch(8), Provenance(partitions=_partitions(4))) is None
+    # regrouped (rows tagged already), ranges only, or the rows' own column: not coalesced
+    assert task_slots(_Batch(2), Provenance(partitions=_partitions(4), read_in=READ_IN_COLUMN)) is None
+    assert task_slots(_Batch(2), Provenance(ranges=_partitions(4))) is None
+    assert task_slots(_Batch(2), Provenance(column=INPUT_COLUMN)) is None
+    assert task_slots(object(), Provenance(partitions=_partitions(4))) is None  # Spark Connect
+
+
+def test_a_coalesced_task_checks_each_run_against_the_partition_it_was_read_in():
+    """Two input partitions in one task (coalesced): each row is checked against the range of the
+    Spark partition it was read in, as the tag says, not against the task's own partition."""
+    sources = (SourceRange("in", 0, 0, 2), SourceRange("in", 1, 5, 7))
+    provenance = Provenance(partitions=sources, read_in=READ_IN_COLUMN)
+    good = pa.RecordBatch.from_pydict(
+        {
+            "topic": ["in"] * 4,
+            "partition": pa.array([0, 0, 1, 1], pa.int32()),
+            "offset": pa.array([0, 1, 5, 6], pa.int64()),
+            READ_IN_COLUMN: pa.array([0, 0, 1, 1], pa.int32()),
+        }
+    )
+    [out] = checked_batches([good], LAYOUT, provenance, task_partition=0)
+    assert READ_IN_COLUMN not in out.schema.names and out.num_rows == 4
+    moved = good.set_column(1, "partition", pa.array([0, 0, 0, 0], pa.int32()))  # overwritten
+    with pytest.raises(InputCoordinateError, match="partition"):
+        list(checked_batches([moved], LAYOUT, provenance, task_partition=0))
