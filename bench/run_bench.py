@@ -690,7 +690,7 @@ class Bench:
         source = f"bench-restore-in-{uuid.uuid4().hex[:6]}"
         testing.create_topic(self.bootstrap, source, 1)
         base = self.config("restore", "exactly_once", output_topic=source)
-        changelog = ensure_changelog(base, source, "big")
+        changelog = ensure_changelog(base, source, "big").name
         producer = Producer(
             {"bootstrap.servers": self.bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
         )
@@ -737,6 +737,16 @@ class Bench:
                 m: {"records_per_s": v, "median_records_per_s": report.median(v)} for m, v in modes.items()
             },
         }
+
+
+def measured(what: str, fn) -> dict:
+    """`fn()`, or its error: a broken measurement after the rounds must not take their results with it
+    (a restore that failed once lost a whole run's report)."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported in bench.json and the log
+        log(f"{what} failed: {type(exc).__name__}: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -1060,16 +1070,16 @@ def main() -> int:
             }
             if "split" not in skip:
                 log(f"cost split: records per trigger {args.split_batches}")
-                result["split"] = bench.split()
+                result["split"] = measured("split", bench.split)
             if "latency" not in skip:
                 result["latency"] = {}
                 for row in ("spark_kafka_sink", "eos_at_least_once", "eos_exactly_once"):
                     rate = f"{args.latency_rate}/s for {args.latency_seconds:.0f}s"
                     log(f"latency {row}: {rate} at a 1 s trigger")
-                    result["latency"][row] = bench.latency(row)
+                    result["latency"][row] = measured(f"latency {row}", lambda row=row: bench.latency(row))
                     log(f"latency {row}: {result['latency'][row]}")
             if "restore" not in skip:
-                result["restore"] = bench.restore()
+                result["restore"] = measured("restore", bench.restore)
     except Interrupted as exc:
         log(f"{exc}: stopped the Spark session and the broker")
         return exc.exit_code
