@@ -149,6 +149,8 @@ class PartitionTask:
         self.stats = PartitionStats(topic, partition, scope.transactional_id)
         self.producer: producers.OutputProducer | None = None
         self.reused = False
+        #: the committed offset a kept producer has yet to prove itself current with (step 2)
+        self.unchecked: _offsets.Committed | None = None
         self.committed: int | None = None
         self.pending: list[pa.RecordBatch] = []  # input of the open transaction, kept for a redo
         self.checkpoint: Checkpoint | None = None
@@ -205,8 +207,6 @@ class PartitionTask:
         """Commit what is open; hand the producer back to the worker's cache."""
         if self.checkpoint is not None:
             self._guarded(self._commit)
-        elif self.producer is not None and self.producer.in_transaction:
-            self.producer.abort_transaction(self.log)  # step 2's check only: every row was skipped
         self._close_state()
         producers.release(self.producer)
         self.producer = None
@@ -263,12 +263,10 @@ class PartitionTask:
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
         if self.job.check_input:
             _input.require_unshared(self.scope, entries.get(tp))
-        if kept and entries.get(tp) is not None:
-            try:
-                self._check_current(entries[tp])
-            except FatalError as exc:
-                self._replace_kept(DISPLACED, exc)
-                return
+        # Step 2 for a kept producer, done by the first transaction (`_begin`): not before the task's
+        # own checks, which may fail it, and a producer thrown away with a transaction open on the
+        # partition's offset would hold every stable read of it until transaction_timeout_ms.
+        self.unchecked = entries.get(tp) if kept else None
         self.stats.committed_before = self.committed
         if self.job.stores:  # step 4
             if self.state is None:
@@ -285,9 +283,9 @@ class PartitionTask:
         """Step 2 for a kept producer: it fenced every older incarnation when it was initialised, unless
         a producer of another worker was initialised for this partition since (Spark hands a partition's
         next task to whichever worker is free). It learns that only from a call to the transaction
-        coordinator, so before any row it begins the transaction and sends the committed offset into it
-        unchanged (step 7c replaces it in the same transaction); a displaced producer fails here, not
-        after producing the rows."""
+        coordinator, so its first transaction begins by sending the committed offset into it unchanged
+        (step 7c replaces it in the same transaction): a displaced producer is refused there (FencedError,
+        8d), not after producing the rows."""
         self.producer.begin_transaction(self.log)
         offset = TopicPartition(self.topic, self.partition, entry.offset, entry.metadata)
         self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
@@ -344,9 +342,9 @@ class PartitionTask:
                 if not (self.reused and self.stats.transactions == 0):
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
                     raise
-                # A kept producer displaced by another worker (one with no committed offset to check
-                # it with in step 2): take the partition back once.
-                self._replace_kept(DISPLACED)
+                # A kept producer displaced by another worker (found by step 2's check, or by a write
+                # where there was no committed offset to check with): take the partition back once.
+                self._replace_kept(DISPLACED, exc)
                 replay = True
             except FatalError as exc:  # 8c
                 self._raise_if_timed_out(exc)
@@ -419,6 +417,9 @@ class PartitionTask:
             self.checkpoint.input_bytes += chunk.nbytes
 
     def _begin(self) -> Checkpoint:
+        if self.unchecked is not None:
+            entry, self.unchecked = self.unchecked, None
+            self._check_current(entry)
         return Checkpoint(self.scope, self.producer, self.state)
 
     def _abort(self, exc: BaseException) -> None:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import eos
-from eos import _crash, _offsets
+from eos import _crash, _input, _offsets
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
@@ -538,14 +538,26 @@ def test_kept_current_producer_checks_with_the_committed_offset_and_goes_on_in_t
     assert kafka.released == [kept]
 
 
-def test_kept_producer_with_every_row_committed_ends_the_check_and_is_kept(kafka):
+def test_kept_producer_checks_only_when_it_writes(kafka, monkeypatch):
+    """Every row committed already: no transaction, so no check; the producer is kept. And a task that
+    fails its own checks before writing leaves no transaction open on the partition's offset (a
+    discarded producer's would hold every stable read of it until transaction_timeout_ms)."""
     cfg = config()
     kafka.offsets[(IN, 0)] = 3
     kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     stats = run(cfg, range(3))
-    assert kept.calls == ["begin", "send_offsets", "abort"]
+    assert kept.calls == []
     assert (stats.skipped, stats.transactions, kafka.offset_commits) == (3, 0, [])
     assert kafka.released == [kept] and not kept.in_transaction
+    kafka.kept = kept
+
+    def gap(scope, committed):
+        raise eos.InputOrderError("input record 3 did not reach it", topic=IN, partition=0, offset=3)
+
+    monkeypatch.setattr(_input, "require_contiguous", gap)  # 3a: the task's own check fails it
+    with pytest.raises(eos.InputOrderError):
+        PartitionTask(Job(cfg, 7, LAYOUT, check_input=True, query="q"), IN, 0).run([rows(range(5, 7))])
+    assert kept.calls == [] and kafka.discarded == [kept]
 
 
 # -- at_least_once ---------------------------------------------------------------------------------
