@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, TopicPartition
@@ -265,6 +266,38 @@ def require_contiguous(scope: PartitionScope, committed: int | None) -> None:
     )
 
 
+def require_no_gaps(scope: PartitionScope, run: pa.RecordBatch, layout: Layout, before: int | None) -> int:
+    """Raise InputOrderError, before any row of `run` is written, where input between two of the task's
+    rows of the partition (`before`: the offset of its row before `run`, if any) reached another task;
+    returns the offset of `run`'s last row. Without it a task holding every other row (`repartition(n)`
+    deals rows out in turn) passed the look before its first row, wrote its rows and committed an offset
+    past the rows it did not hold: they were then skipped as written. A gap that holds no record (a
+    transaction's marker, an aborted record) is what the source skips too; input without gaps costs no
+    read."""
+    offsets = run.column(layout.offset).to_numpy(zero_copy_only=False)
+    if before is not None:
+        offsets = np.concatenate(([before], offsets))
+    for at in np.flatnonzero(np.diff(offsets) > 1):
+        low, high = int(offsets[at]), int(offsets[at + 1])
+        unseen = unseen_record(scope.config, scope.topic, scope.partition, low + 1, high)
+        if unseen is None:
+            continue
+        topic, partition, batch = scope.topic, scope.partition, scope.batch_id
+        raise InputOrderError(
+            f"input partition {topic}/{partition}: this task's rows of batch {batch} go from offset {low}"
+            f" to {high}, but input record {unseen} between them did not reach it: the query moved the"
+            " partition's rows (repartition, union, ...) or filtered it. Write such a stream with"
+            " foreachBatch(eos.sink(...)), which regroups it; if the query filters input rows out on"
+            ' purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
+            " input_filtered=True)) and keep each input partition in one task. Nothing from offset"
+            f" {high} on was written by this task; what it committed before is every input up to there.",
+            topic=topic,
+            partition=partition,
+            offset=unseen,
+        )
+    return int(offsets[-1])
+
+
 def require_unshared(scope: PartitionScope, entry: _offsets.Committed | None) -> None:
     """Raise InputOrderError when another task of this batch committed this input partition's offset
     (see the module's docstring)."""
@@ -277,16 +310,18 @@ def require_unshared(scope: PartitionScope, entry: _offsets.Committed | None) ->
     ):
         return  # not this batch's, or this very run's (a task retried, a batch run again)
     other = int(stamp["from"])
-    if other > scope.first:
-        # The other task holds a later piece, and its commit moved the offset past this task's rows: they
-        # were never written. Moving the offset back writes them, and writes the later piece again.
+    if other > scope.first or scope.first < entry.offset:
+        # The other task holds a later piece, or rows between this task's (`require_no_gaps` refuses to
+        # commit past them since), and its commit moved the offset past this task's rows: they were never
+        # written. Moving the offset back writes them, and writes the other task's again.
         recover = (
-            f" This task's rows {scope.first}-{other - 1} were not written and the committed offset is past"
+            f" This task's rows from {scope.first} to {entry.offset - 1} were not written and the committed"
+            " offset is past"
             " them; to write them without losing any, stop the query, drop what splits the partition, set"
             f" its committed offset back with `eos offsets reset --app {scope.config.app_id} --to"
             f' \'{{"{scope.topic}": {{"{scope.partition}": {scope.first}}}}}\' --execute` (offsets'
-            f" {other}-{entry.offset - 1} are then written a second time: duplicates, nothing lost) and"
-            " start it again on the same checkpoint."
+            f" {max(other, scope.first)}-{entry.offset - 1} are then written a second time: duplicates,"
+            " nothing lost) and start it again on the same checkpoint."
         )
     else:
         recover = (

@@ -152,6 +152,8 @@ class PartitionTask:
         #: the committed offset a kept producer has yet to prove itself current with (step 2)
         self.unchecked: _offsets.Committed | None = None
         self.committed: int | None = None
+        #: the offset of the last row fed so far (the checks of `check_input`)
+        self.seen: int | None = None
         self.pending: list[pa.RecordBatch] = []  # input of the open transaction, kept for a redo
         self.checkpoint: Checkpoint | None = None
         self.state: PartitionState | None = None
@@ -188,6 +190,8 @@ class PartitionTask:
     def feed(self, run: pa.RecordBatch) -> None:
         """Steps 5-7 for the next run of rows: what is new is written, committed whenever due."""
         self.stats.records_in += run.num_rows
+        if self.job.check_input and run.num_rows:
+            self.seen = _input.require_no_gaps(self.scope, run, self.layout, self.seen)
         run = self._skip(run)  # step 5: rows already written open no transaction
         position = 0
         while position < run.num_rows:  # steps 6, 7

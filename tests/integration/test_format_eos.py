@@ -9,6 +9,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 from conftest import finish, kill_after_commits, seed, start_pipeline
 from partition_task_app import SCHEMA
 
@@ -201,6 +202,37 @@ def test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_
     assert result.exactly_once and result.missing == 0, result
 
 
+def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(spark, bootstrap, names, tmp_path):
+    """`repartition(2)` deals one input partition's rows out to two tasks in turn. A data source cannot
+    regroup them: the batch must fail, what is written must be the partition's prefix up to its committed
+    offset, and the query without the repartition, on the same checkpoint, must then write the rest."""
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 300)
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+
+    def start(dealt):
+        df = eos.read_stream(spark, config, [source])
+        writer = (df.repartition(2, "key") if dealt else df).writeStream.format("eos")
+        options = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": app_id}
+        for key, value in {**options, "eos.processing.guarantee": "exactly_once"}.items():
+            writer = writer.option(key, value)
+        checkpoint = str(tmp_path / "ckpt")
+        return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+
+    with pytest.raises(Exception) as info:
+        start(dealt=True).awaitTermination()
+    assert "InputOrderError" in str(info.value), info.value
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    committed = _offsets.committed(config, [(source, 0)])[(source, 0)]
+    assert [r.value for r in records] == sent[0][: committed or 0], committed  # the prefix, no more
+
+    start(dealt=False).awaitTermination()
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+
 def _rows(topic, start, end):
     return pa.RecordBatch.from_pylist(
         [
@@ -243,3 +275,73 @@ def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
     assert [r.value for r in records] == [b"v%d" % o for o in range(50)]
     # A query that filters rows out says so (eos.input.filtered): the gap is then trusted.
     assert task(2, 60, 100, check=False).last_offset == 99
+
+
+def test_a_task_holding_every_other_row_writes_nothing_past_its_first_gap(bootstrap, names):
+    """`repartition(2)` deals a partition's rows out in turn: batch 1's offsets 20-99 reach two tasks,
+    one the even offsets, one the odd. The even task's first row is the committed offset, so the look
+    before its first row finds nothing; before the look between its rows it wrote every even row and
+    committed offset 99, and the odd rows below it were skipped as written by the next run: lost."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    testing.produce_sequence(bootstrap, source, 1, 100)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    layout = Layout(value="value", key="key")
+
+    def task(batch, offsets):
+        rows = [
+            {"topic": source, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"} for o in offsets
+        ]
+        job = Job(config, batch, layout, check_input=True, query="q1")
+        return PartitionTask(job, source, 0).run([pa.RecordBatch.from_pylist(rows, schema=SCHEMA)])
+
+    assert task(0, range(20)).last_offset == 19
+    with pytest.raises(eos.InputOrderError, match="from offset 20 to 22, but input record 21 between them"):
+        task(1, range(20, 100, 2))
+    assert _offsets.committed(config, [(source, 0)]) == {(source, 0): 20}
+    with pytest.raises(eos.InputOrderError, match="input record 20 .* did not reach it"):
+        task(1, range(21, 100, 2))
+    assert task(1, range(20, 100)).last_offset == 99  # regrouped: one task, every row
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert not hanging and [r.value for r in records] == [
+        b"v%d" % o for o in range(100)
+    ]  # none missing, none twice
+
+
+def test_gaps_that_hold_no_record_are_not_refused(bootstrap, names):
+    """Input written in transactions has a commit marker after each: an offset no consumer reads, so a
+    task's rows skip it. Looked at, such a gap holds no record, and the rows are written."""
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": names("tid")})
+    producer.init_transactions(30)
+    for _ in range(3):
+        producer.begin_transaction()
+        for _ in range(5):
+            producer.produce(source, b"x", partition=0)
+        producer.commit_transaction(30)
+    records, _ = testing.read_topic(bootstrap, source)
+    offsets = [r.offset for r in records]
+    assert offsets == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16], offsets  # the markers: 5, 11
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+    rows = [{"topic": source, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"} for o in offsets]
+    job = Job(config, 0, Layout(value="value", key="key"), check_input=True, query="q1")
+    stats = PartitionTask(job, source, 0).run(
+        [
+            pa.RecordBatch.from_pylist(rows[:7], schema=SCHEMA),
+            pa.RecordBatch.from_pylist(rows[7:], schema=SCHEMA),
+        ]
+    )
+    assert stats.last_offset == 16 and stats.records_out == 15

@@ -3,13 +3,14 @@ sink knows it (the integration tests run the same through Spark in every API).""
 
 from __future__ import annotations
 
+import attrs
 import pyarrow as pa
 import pytest
 
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, READ_IN_COLUMN, Provenance, check_rows, checked_batches
 from eos._partitioning import SourceRange
-from eos.errors import InputCoordinateError
+from eos.errors import InputCoordinateError, InputOrderError
 
 LAYOUT = Layout(value="value")
 INPUT_TYPE = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
@@ -183,3 +184,34 @@ def test_a_coalesced_task_checks_each_run_against_the_partition_it_was_read_in()
     moved = good.set_column(1, "partition", pa.array([0, 0, 0, 0], pa.int32()))  # overwritten
     with pytest.raises(InputCoordinateError, match="partition"):
         list(checked_batches([moved], LAYOUT, provenance, task_partition=0))
+
+
+def _scope(first: int):
+    from eos import Config
+    from eos._scope import PartitionScope
+
+    config = Config(bootstrap_servers="localhost:1", app_id="app", output_topic="out")
+    return attrs.evolve(PartitionScope.of(config, "in", 0, 1, query="q1"), first=first)
+
+
+def test_a_task_whose_rows_lie_below_another_tasks_commit_is_told_they_were_not_written():
+    """Task 20 committed offset 99 in this batch and this task's rows begin at 21: its rows 21-98 lie
+    below that offset, unwritten (rows dealt out by key), however early the other task began."""
+    from eos import _offsets
+    from eos._input import require_unshared
+
+    entry = _offsets.Committed(99, _offsets.stamp(_scope(20).config, "q1", 1, 20))
+    with pytest.raises(InputOrderError) as info:
+        require_unshared(_scope(21), entry)
+    assert "rows from 21 to 98 were not written" in str(info.value)
+    assert "Nothing is lost" not in str(info.value)
+    assert '"in": {"0": 21}' in str(info.value)
+
+
+def test_a_task_whose_rows_follow_another_tasks_commit_loses_nothing():
+    from eos import _offsets
+    from eos._input import require_unshared
+
+    entry = _offsets.Committed(50, _offsets.stamp(_scope(20).config, "q1", 1, 20))
+    with pytest.raises(InputOrderError, match="Nothing is lost"):
+        require_unshared(_scope(50), entry)
