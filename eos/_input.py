@@ -240,10 +240,20 @@ def unseen_record(config: Config, topic: str, partition: int, committed: int, fi
         consumer.unassign()
 
 
-def require_contiguous(scope: PartitionScope, committed: int | None) -> None:
+def require_contiguous(scope: PartitionScope, committed: int | None, start_known: bool = False) -> None:
     """Raise InputOrderError, before anything is written, when input before the task's first row
-    (`scope.first`) did not reach this task (see the module's docstring)."""
+    (`scope.first`) did not reach this task (see the module's docstring). `start_known`: where nothing
+    is committed, refuse rather than trust the source's start (the sink, which can regroup instead)."""
     if committed is None:
+        if start_known:
+            raise InputOrderError(
+                f"input partition {scope.where}: nothing is committed for it, so nothing shows that this"
+                f" task's rows of batch {scope.batch_id}, from offset {scope.first}, are all of its input."
+                " Nothing of this partition was written.",
+                topic=scope.topic,
+                partition=scope.partition,
+                offset=scope.first,
+            )
         return  # where the source started is its own (startingOffsets), unknown here
     if scope.first <= committed:
         return  # a re-run: the rows up to the committed offset are skipped, the rest follow on

@@ -125,6 +125,9 @@ class Job:
     #: whether a task checks that no input before its first row of a partition reached another task
     #: (`format("eos")`, which cannot regroup; see `eos._input`)
     check_input: bool = False
+    #: with `check_input`: a partition with nothing committed fails instead of trusting the source's
+    #: start (the Connect sink, which regroups the batch instead)
+    start_known: bool = False
     #: the streaming query's id, which `batch_id` belongs to (`format("eos")`)
     query: str | None = None
     #: what each row's input coordinates are checked against before anything is written or skipped
@@ -184,7 +187,7 @@ class PartitionTask:
             self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
         self._start_incarnation(reuse=True)  # steps 1-4
         if first is not None and self.job.check_input:
-            _input.require_contiguous(self.scope, self.committed)
+            _input.require_contiguous(self.scope, self.committed, self.job.start_known)
         _crash.point("before_produce")  # F1
 
     def feed(self, run: pa.RecordBatch) -> None:

@@ -9,8 +9,9 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
        Spark), else the `eos_input` column (Spark Connect), and groups the rows so that each input
        topic-partition is one run in offset order in one Spark task: nothing to do where the Kafka source
        already gave each topic-partition its own Spark partition, else a shuffle by (topic, partition)
-       and a sort by offset, e.g. where the source split them (minPartitions / maxRecordsPerPartition)
-       or under Spark Connect;
+       and a sort by offset, e.g. where the source split them (minPartitions / maxRecordsPerPartition);
+       under Spark Connect (no lineage) the batch as it is, checked by step 3a, regrouped once that
+       check fails it;
     D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
     D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
@@ -119,6 +120,9 @@ class Sink:
             )
         self.history_size = history_size
         self._cluster_checked = False
+        #: whether batches without lineage (Spark Connect) are regrouped: from the first whose tasks found
+        #: an input partition's records they did not hold (step 3a) on
+        self._regroup_unseen = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
 
@@ -153,8 +157,42 @@ class Sink:
         if self.config.input_mode == "any":
             self._write_parts(batch_df, batch_id, layout, columns, started)
             return
-        provenance, regrouped = input_provenance(_partitioning.lineage(batch_df), batch_df.dtypes)  # 3
-        tasks = None if regrouped else task_slots(batch_df, provenance)
+        lineage = _partitioning.lineage(batch_df)
+        provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
+        if lineage is None and not self._regroup_unseen:
+            try:  # 3, Spark Connect: as the Kafka source read it, checked (step 3a); else regrouped
+                stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=False)
+            except Exception as exc:
+                if "InputOrderError" not in str(exc):
+                    raise
+                self._regroup_unseen = True
+                self.log.warning(
+                    "batch regrouped",
+                    batch_id=batch_id,
+                    detail="a task did not hold all of an input partition's records between two of its"
+                    " rows or before its first (a filter, a shuffle, a split source, or nothing committed"
+                    " yet): this batch and the query's next ones are regrouped (shuffle and sort)",
+                    error=_first_line_naming(exc, "InputOrderError"),
+                )
+            else:
+                self._record(self._summarize(batch_id, stats, time.monotonic() - started, False))  # 5
+                return
+        stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
+        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+
+    def _write(
+        self,
+        batch_df,
+        batch_id: int,
+        layout: Layout,
+        columns: list[str],
+        provenance: Provenance,
+        regroup: bool,
+    ) -> list[dict[str, Any]]:
+        """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
+        their stats rows. Rows of a batch without lineage that are not regrouped are checked by step 3a
+        as a data source's are, and a partition with nothing committed fails its task."""
+        tasks = None if regroup else task_slots(batch_df, provenance)
         if tasks is not None:
             provenance = attrs.evolve(provenance, read_in=READ_IN_COLUMN)
         if provenance.column is not None and provenance.column not in columns:
@@ -164,10 +202,11 @@ class Sink:
             selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
         if tasks is not None:
             selected = selected.coalesce(tasks)
-        if regrouped:
+        if regroup:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
             )
+        unchecked = provenance.column is not None and not regroup
         job = Job(
             config=self.config,
             batch_id=batch_id,
@@ -177,10 +216,11 @@ class Sink:
             stores=self.stores,
             on_commit=self.on_commit,
             provenance=provenance,
+            check_input=unchecked,
+            start_known=unchecked,
         )
         rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
-        stats = [row.asDict() for row in rows]
-        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+        return [row.asDict() for row in rows]
 
     def _write_parts(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
@@ -376,6 +416,15 @@ def missing_input_column(why: str) -> str:
         f" against {INPUT_COLUMN!r} ({why}). eos.read_stream adds it; for a DataFrame from"
         ' spark.readStream.format("kafka"), add it right after load() with eos.with_input_column(df), and'
         " keep it in the DataFrame you write. Nothing was written."
+    )
+
+
+def _first_line_naming(exc: Exception, name: str) -> str:
+    """The first line of `exc`'s text that names `name` (a task's error reaches the driver, or the
+    Connect server, as the worker's whole traceback)."""
+    text = str(exc)
+    return next(
+        (line.strip() for line in text.splitlines() if name in line), text.splitlines()[0] if text else ""
     )
 
 
