@@ -551,7 +551,7 @@ def test_kept_producer_checks_only_when_it_writes(kafka, monkeypatch):
     assert kafka.released == [kept] and not kept.in_transaction
     kafka.kept = kept
 
-    def gap(scope, committed):
+    def gap(scope, committed, start_known=False):
         raise eos.InputOrderError("input record 3 did not reach it", topic=IN, partition=0, offset=3)
 
     monkeypatch.setattr(_input, "require_contiguous", gap)  # 3a: the task's own check fails it
