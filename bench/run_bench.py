@@ -472,11 +472,16 @@ class Bench:
         return self._eos_row("eos_exactly_once_connect", out, "exactly_once", connect=True)
 
     def row_eos_exactly_once_regrouped(self, out: str) -> dict:
-        """Row 3 as under Spark Connect, classic: no lineage read, so the batch is regrouped (shuffle and
-        sort) and its rows checked against eos_input."""
-        from eos import _partitioning
+        """Row 3 regrouped (shuffle and sort), its rows checked against eos_input: what a batch pays that
+        the Kafka source split, or a shuffled or filtered query under Spark Connect."""
+        from eos import _input
 
-        with patched(_partitioning, "lineage", lambda df: None):
+        sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
+
+        def regrouped(lineage, dtypes):
+            return _input.Provenance(column=_input.INPUT_COLUMN), True
+
+        with patched(sink, "input_provenance", regrouped):
             return self._eos_row("eos_exactly_once_regrouped", out, "exactly_once")
 
     def row_eos_exactly_once_input_column(self, out: str) -> dict:

@@ -185,7 +185,10 @@ def _summaries_to(path):
     return on_batch
 
 
-@pytest.mark.parametrize("shape", ["as_read", "filtered", "dealt_by_key"])
+# dealt_by_key takes the fallback path that filtered takes: `make long-test` runs it.
+@pytest.mark.parametrize(
+    "shape", ["as_read", "filtered", pytest.param("dealt_by_key", marks=pytest.mark.long)]
+)
 def test_connect_writes_batches_as_read_and_regroups_what_3a_refuses(
     connect, bootstrap, names, seeded, tmp_path, shape
 ):
