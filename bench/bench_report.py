@@ -21,7 +21,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
-    ("eos_exactly_once_regrouped", '3" eos exactly_once, always regrouped (shuffle + sort)'),
+    ("eos_exactly_once_regrouped", '3" eos exactly_once, regrouped (shuffle + sort)'),
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
     ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
     ("agg_spark_kafka_sink", "7 groupBy(key).count() (update), Spark .format('kafka'), at-least-once"),
