@@ -107,7 +107,10 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     assert {s["regrouped"] for s in history} == {False}
 
 
+# make chaos (long-test), with the harness's own broker restarts (6 a pipeline): 42 s of make test's 15
+# minutes, measured on a clean clone of a453870 (14 min 58 s in all).
 @pytest.mark.slow
+@pytest.mark.long
 def test_broker_restarts_mid_stream_stay_exactly_once(broker, names, tmp_path):
     """F7: the broker is stopped and started again twice while the pipeline writes transactions. The
     first restart certainly hits an open transaction: a task stops itself (SIGSTOP) after producing its
