@@ -107,13 +107,14 @@ demo: broker-up
 
 # What exactly-once costs, side by side in one run on a broker of its own (free ports): reports/bench.json,
 # reports/bench.png and a printed table. Knobs: BENCH_RECORDS (2000000), BENCH_RUNS (3), BENCH_BATCH
-# (200000 records per trigger), BENCH_RESTORE_KEYS (1000000), BENCH_LATENCY_SECONDS (30),
+# (200000 records per trigger), BENCH_RESTORE_KEYS (1000000), BENCH_RESTORE_ORDER (sequential|random),
+# BENCH_LATENCY_SECONDS (30),
 # BENCH_LATENCY_RATE (2000/s), BENCH_ROWS, BENCH_SKIP (split,latency,restore), BENCH_OUT (reports),
 # BENCH_SPLIT_BATCHES (20000,200000,2000000: records per trigger of the cost split).
 # Quick: make bench BENCH_RECORDS=200000 BENCH_RUNS=1
 # The cost split alone: make bench BENCH_ROWS=, BENCH_SKIP=latency,restore BENCH_PROFILE=none
 .PHONY: bench
-BENCH_VARS := BENCH_RECORDS BENCH_RUNS BENCH_BATCH BENCH_RESTORE_KEYS BENCH_LATENCY_SECONDS \
+BENCH_VARS := BENCH_RECORDS BENCH_RUNS BENCH_BATCH BENCH_RESTORE_KEYS BENCH_RESTORE_ORDER BENCH_LATENCY_SECONDS \
   BENCH_LATENCY_RATE BENCH_ROWS BENCH_SKIP BENCH_OUT BENCH_PROFILE BENCH_SPLIT_BATCHES
 export $(BENCH_VARS)
 BENCH_STAMP := $(VENV)/.bench-installed

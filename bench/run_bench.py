@@ -22,6 +22,7 @@ import importlib
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import subprocess
@@ -692,6 +693,9 @@ class Bench:
         from eos.state._partition import PartitionState
 
         keys = self.args.restore_keys
+        order = list(range(keys))
+        if self.args.restore_order == "random":  # keys as a hash spreads them, not in their B-tree order
+            random.Random(7).shuffle(order)
         source = f"bench-restore-in-{uuid.uuid4().hex[:6]}"
         testing.create_topic(self.bootstrap, source, 1)
         base = self.config("restore", "exactly_once", output_topic=source)
@@ -703,7 +707,7 @@ class Bench:
         t0 = time.perf_counter()
         for start in range(0, keys, 50_000):
             producer.begin_transaction()
-            for i in range(start, min(keys, start + 50_000)):
+            for i in order[start : start + 50_000]:
                 while True:
                     try:
                         producer.produce(
@@ -941,6 +945,12 @@ def main() -> int:
         "--batch", type=int, default=int(env("BENCH_BATCH") or 200_000), help="maxOffsetsPerTrigger"
     )
     parser.add_argument("--restore-keys", type=int, default=int(env("BENCH_RESTORE_KEYS") or 1_000_000))
+    parser.add_argument(
+        "--restore-order",
+        choices=("sequential", "random"),
+        default=env("BENCH_RESTORE_ORDER") or "sequential",
+        help="the order the changelog holds the keys in (sequential: key0, key1, ...)",
+    )
     parser.add_argument("--latency-seconds", type=float, default=float(env("BENCH_LATENCY_SECONDS") or 30))
     parser.add_argument("--latency-rate", type=int, default=int(env("BENCH_LATENCY_RATE") or 2000))
     parser.add_argument("--rows", default=env("BENCH_ROWS") or ",".join(r for r, _ in report.ROWS))
@@ -979,6 +989,7 @@ def main() -> int:
             "batch_records": args.batch,
             "commit_every": COMMIT_EVERY,
             "restore_keys": args.restore_keys,
+            "restore_order": args.restore_order,
             "latency_seconds": args.latency_seconds,
             "latency_rate_per_s": args.latency_rate,
         },

@@ -275,10 +275,6 @@ def restore(
 def _headers_of(msg) -> tuple[int, bytes | None]:
     """The input offset a changelog record carries (-1: none) and its owner (None: a record written
     before eos named owners)."""
-    offset, owner = -1, None
-    for key, value in msg.headers() or ():
-        if key == _names.INPUT_OFFSET_HEADER:
-            offset = int(value)
-        elif key == _names.OWNER_HEADER:
-            owner = value
-    return offset, owner
+    headers = dict(msg.headers() or ())  # two headers: one dict beats a loop (it is per record)
+    offset = headers.get(_names.INPUT_OFFSET_HEADER)
+    return (-1 if offset is None else int(offset)), headers.get(_names.OWNER_HEADER)

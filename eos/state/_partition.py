@@ -140,9 +140,10 @@ class PartitionState:
             store.apply_restored([], start)
         if start < high:
             store.write_checkpoint(start, skip_from)
-            self.restored += _changelog.restore(
-                config, log, store, changelog, partition, start, high, skip_from, self.owners[name]
-            )
+            with store.restoring():
+                self.restored += _changelog.restore(
+                    config, log, store, changelog, partition, start, high, skip_from, self.owners[name]
+                )
         store.write_checkpoint(store.local_offset())
         # 4c. wipe mode: the store's first write removes the checkpoint (PartitionStore.put_many).
 

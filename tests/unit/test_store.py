@@ -484,3 +484,21 @@ def test_wipe_keeps_the_lock(tmp_path):
         assert out.strip() == "locked"
     finally:
         store.close()
+
+
+def test_a_restore_checkpoints_the_write_ahead_log_less_often_and_writes_the_same(tmp_path):
+    """Restored writes applied out of key order, a key twice and a delete: the last write of each key
+    counts; while restoring, SQLite's automatic checkpoint waits for 10x its default pages."""
+    store = opened(tmp_path, transactional=False)
+
+    def autocheckpoint():
+        return store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+
+    assert autocheckpoint() == 1_000
+    with store.restoring():
+        assert autocheckpoint() == 10_000
+        store.apply_restored([(b"k3", b"1"), (b"k1", b"1"), (b"k3", b"2"), (b"k2", b"1")], 4)
+        store.apply_restored([(b"k1", None), (b"k0", b"1")], 6)
+    assert autocheckpoint() == 1_000
+    assert on_disk(store)[0] == {b"k0": b"1", b"k2": b"1", b"k3": b"2"}
+    assert store.local_offset() == 6
