@@ -195,7 +195,7 @@ class PartitionStore:
         db = self._db
         last = dict(writes)  # the last write of each key is the one that counts
         # In key order: each write then lands next to the one before in the table's B-tree (a restore
-        # of 1,000,000 random keys: ~80,000 -> ~110,000 rows/s; docs/design.md, "Restore").
+        # of keys in random order, make bench: ~65,000 -> ~85,000 records/s; docs/design.md, "Restore").
         ordered = sorted(last.items())
         db.execute("BEGIN")
         try:
