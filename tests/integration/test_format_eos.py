@@ -233,35 +233,48 @@ def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(spark, bo
     assert result.exactly_once and result.missing == 0, result
 
 
-def _rows(topic, start, end):
+def _rows(topic, offsets):
     return pa.RecordBatch.from_pylist(
-        [
-            {"topic": topic, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"}
-            for o in range(start, end)
-        ],
+        [{"topic": topic, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"} for o in offsets],
         schema=SCHEMA,
     )
 
 
-def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
-    """The executor-side checks, on a real broker. Batch 0 wrote offsets 0-19. In batch 1 one task holds
-    offsets 20-49 and another 50-99: the second must not commit first (it would move the offset past the
-    first's rows), and once the first committed, it must not skip past them either."""
+def _one_partition(bootstrap, names):
+    """An input topic of one partition, an output topic, and the config of a new app between them."""
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
-    testing.produce_sequence(bootstrap, source, 1, 100)
     config = eos.Config(
         bootstrap_servers=bootstrap,
         app_id=names("app"),
         output_topic=output,
         processing_guarantee="exactly_once",
     )
-    layout = Layout(value="value", key="key")
+    return source, output, config
+
+
+def _task(config, source, batch, runs, check=True):
+    """A task of `format("eos")` (3a on unless `check` is off) over `runs` of input partition 0."""
+    job = Job(config, batch, Layout(value="value", key="key"), check_input=check, query="q1")
+    return PartitionTask(job, source, 0).run(runs)
+
+
+def _written(bootstrap, output):
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert not hanging, hanging
+    return [r.value for r in records]
+
+
+def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
+    """The executor-side checks, on a real broker. Batch 0 wrote offsets 0-19. In batch 1 one task holds
+    offsets 20-49 and another 50-99: the second must not commit first (it would move the offset past the
+    first's rows), and once the first committed, it must not skip past them either."""
+    source, output, config = _one_partition(bootstrap, names)
+    testing.produce_sequence(bootstrap, source, 1, 100)
 
     def task(batch, start, end, check=True):
-        job = Job(config, batch, layout, check_input=check, query="q1")
-        return PartitionTask(job, source, 0).run([_rows(source, start, end)])
+        return _task(config, source, batch, [_rows(source, range(start, end))], check)
 
     assert task(0, 0, 20).last_offset == 19
     with pytest.raises(eos.InputOrderError, match="input record 20 .* did not reach it"):
@@ -271,35 +284,22 @@ def test_a_task_holding_a_later_piece_writes_nothing(bootstrap, names):
     with pytest.raises(eos.InputOrderError, match="rows of batch 1 begin at offset 20 committed offset 50"):
         task(1, 50, 100)  # the same batch's other task committed this partition
     assert task(1, 20, 50).skipped == 30  # the same task again (a retry) skips what it committed
-    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    assert [r.value for r in records] == [b"v%d" % o for o in range(50)]
+    assert _written(bootstrap, output) == [b"v%d" % o for o in range(50)]
     # A query that filters rows out says so (eos.input.filtered): the gap is then trusted.
     assert task(2, 60, 100, check=False).last_offset == 99
 
 
 def test_a_task_holding_every_other_row_writes_nothing_past_its_first_gap(bootstrap, names):
-    """`repartition(2)` deals a partition's rows out in turn: batch 1's offsets 20-99 reach two tasks,
-    one the even offsets, one the odd. The even task's first row is the committed offset, so the look
-    before its first row finds nothing; before the look between its rows it wrote every even row and
-    committed offset 99, and the odd rows below it were skipped as written by the next run: lost."""
-    source, output = names("in"), names("out")
-    testing.create_topic(bootstrap, source, 1)
-    testing.create_topic(bootstrap, output, 1)
+    """A repartition by key deals a partition's rows out to tasks, each in offset order: here batch 1's
+    offsets 20-99 reach two tasks, one the even offsets, one the odd. The even task's first row is the
+    committed offset, so the look before its first row finds nothing; before the look between its rows
+    it wrote every even row and committed offset 99, and the odd rows below it were skipped as written
+    by the next run: lost."""
+    source, output, config = _one_partition(bootstrap, names)
     testing.produce_sequence(bootstrap, source, 1, 100)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-    )
-    layout = Layout(value="value", key="key")
 
     def task(batch, offsets):
-        rows = [
-            {"topic": source, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"} for o in offsets
-        ]
-        job = Job(config, batch, layout, check_input=True, query="q1")
-        return PartitionTask(job, source, 0).run([pa.RecordBatch.from_pylist(rows, schema=SCHEMA)])
+        return _task(config, source, batch, [_rows(source, offsets)])
 
     assert task(0, range(20)).last_offset == 19
     with pytest.raises(eos.InputOrderError, match="from offset 20 to 22, but input record 21 between them"):
@@ -308,18 +308,13 @@ def test_a_task_holding_every_other_row_writes_nothing_past_its_first_gap(bootst
     with pytest.raises(eos.InputOrderError, match="input record 20 .* did not reach it"):
         task(1, range(21, 100, 2))
     assert task(1, range(20, 100)).last_offset == 99  # regrouped: one task, every row
-    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    assert not hanging and [r.value for r in records] == [
-        b"v%d" % o for o in range(100)
-    ]  # none missing, none twice
+    assert _written(bootstrap, output) == [b"v%d" % o for o in range(100)]  # none missing, none twice
 
 
 def test_gaps_that_hold_no_record_are_not_refused(bootstrap, names):
     """Input written in transactions has a commit marker after each: an offset no consumer reads, so a
     task's rows skip it. Looked at, such a gap holds no record, and the rows are written."""
-    source, output = names("in"), names("out")
-    testing.create_topic(bootstrap, source, 1)
-    testing.create_topic(bootstrap, output, 1)
+    source, output, config = _one_partition(bootstrap, names)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": names("tid")})
     producer.init_transactions(30)
     for _ in range(3):
@@ -330,18 +325,5 @@ def test_gaps_that_hold_no_record_are_not_refused(bootstrap, names):
     records, _ = testing.read_topic(bootstrap, source)
     offsets = [r.offset for r in records]
     assert offsets == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16], offsets  # the markers: 5, 11
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-    )
-    rows = [{"topic": source, "partition": 0, "offset": o, "value": b"v%d" % o, "key": b"k"} for o in offsets]
-    job = Job(config, 0, Layout(value="value", key="key"), check_input=True, query="q1")
-    stats = PartitionTask(job, source, 0).run(
-        [
-            pa.RecordBatch.from_pylist(rows[:7], schema=SCHEMA),
-            pa.RecordBatch.from_pylist(rows[7:], schema=SCHEMA),
-        ]
-    )
+    stats = _task(config, source, 0, [_rows(source, offsets[:7]), _rows(source, offsets[7:])])
     assert stats.last_offset == 16 and stats.records_out == 15

