@@ -60,6 +60,12 @@ INPUT_COLUMN_TYPE = "struct<topic:string,partition:int,offset:bigint>"
 #: read in. Tasks drop it with the rest of the columns they do not write.
 READ_IN_COLUMN = "_eos_read_in"
 _COORDINATES = ("topic", "partition", "offset")
+#: What a task refused by step 3a's looks tells the user to do.
+_REGROUP_OR_SAY_FILTERED = (
+    "write such a stream with foreachBatch(eos.sink(...)), which regroups it. If the query filters input"
+    ' rows out on purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
+    " input_filtered=True)) and keep each input partition in one task."
+)
 
 
 @attrs.frozen
@@ -265,10 +271,7 @@ def require_contiguous(scope: PartitionScope, committed: int | None, start_known
         f"input partition {topic}/{partition}: this task's rows of batch {batch} begin at offset {first},"
         f" but input record {unseen} (committed offset: {committed}) did not reach it. Either the Kafka"
         " source split the partition across tasks (minPartitions, maxRecordsPerPartition: drop them) or"
-        " the query moved its rows (repartition, union, ...): write such a stream with"
-        " foreachBatch(eos.sink(...)), which regroups it. If the query filters input rows out on"
-        ' purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
-        " input_filtered=True)) and keep each input partition in one task."
+        f" the query moved its rows (repartition, union, ...): {_REGROUP_OR_SAY_FILTERED}"
         " Nothing of this partition was written.",
         topic=topic,
         partition=partition,
@@ -279,11 +282,11 @@ def require_contiguous(scope: PartitionScope, committed: int | None, start_known
 def require_no_gaps(scope: PartitionScope, run: pa.RecordBatch, layout: Layout, before: int | None) -> int:
     """Raise InputOrderError, before any row of `run` is written, where input between two of the task's
     rows of the partition (`before`: the offset of its row before `run`, if any) reached another task;
-    returns the offset of `run`'s last row. Without it a task holding every other row (`repartition(n)`
-    deals rows out in turn) passed the look before its first row, wrote its rows and committed an offset
-    past the rows it did not hold: they were then skipped as written. A gap that holds no record (a
-    transaction's marker, an aborted record) is what the source skips too; input without gaps costs no
-    read."""
+    returns the offset of `run`'s last row. Without it a task holding some of a partition's rows in
+    offset order (`repartition(n, "key")` deals them out by key) passed the look before its first row,
+    wrote its rows and committed an offset past the rows it did not hold: they were then skipped as
+    written. A gap that holds no record (a transaction's marker, an aborted record) is what the source
+    skips too; input without gaps costs no read."""
     offsets = run.column(layout.offset).to_numpy(zero_copy_only=False)
     if before is not None:
         offsets = np.concatenate(([before], offsets))
@@ -296,11 +299,9 @@ def require_no_gaps(scope: PartitionScope, run: pa.RecordBatch, layout: Layout, 
         raise InputOrderError(
             f"input partition {topic}/{partition}: this task's rows of batch {batch} go from offset {low}"
             f" to {high}, but input record {unseen} between them did not reach it: the query moved the"
-            " partition's rows (repartition, union, ...) or filtered it. Write such a stream with"
-            " foreachBatch(eos.sink(...)), which regroups it; if the query filters input rows out on"
-            ' purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
-            " input_filtered=True)) and keep each input partition in one task. Nothing from offset"
-            f" {high} on was written by this task; what it committed before is every input up to there.",
+            f" partition's rows (repartition, union, ...) or filtered it: {_REGROUP_OR_SAY_FILTERED}"
+            f" Nothing from offset {high} on was written by this task; what it committed before is every"
+            " input up to there.",
             topic=topic,
             partition=partition,
             offset=unseen,

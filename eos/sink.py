@@ -159,26 +159,36 @@ class Sink:
             return
         lineage = _partitioning.lineage(batch_df)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
-        if lineage is None and not self._regroup_unseen:
-            try:  # 3, Spark Connect: as the Kafka source read it, checked (step 3a); else regrouped
-                stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=False)
-            except Exception as exc:
-                if "InputOrderError" not in str(exc):
-                    raise
-                self._regroup_unseen = True
-                self.log.warning(
-                    "batch regrouped",
-                    batch_id=batch_id,
-                    detail="a task did not hold all of an input partition's records between two of its"
-                    " rows or before its first (a filter, a shuffle, a split source, or nothing committed"
-                    " yet): this batch and the query's next ones are regrouped (shuffle and sort)",
-                    error=_first_line_naming(exc, "InputOrderError"),
-                )
-            else:
-                self._record(self._summarize(batch_id, stats, time.monotonic() - started, False))  # 5
-                return
-        stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
+        stats = None
+        if lineage is None and not self._regroup_unseen:  # Spark Connect
+            stats = self._write_as_read(batch_df, batch_id, layout, columns, provenance)
+        if stats is None:
+            stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
+        else:
+            regrouped = False
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+
+    def _write_as_read(
+        self, batch_df, batch_id: int, layout: Layout, columns: list[str], provenance: Provenance
+    ) -> list[dict[str, Any]] | None:
+        """D3-D4 for a batch without lineage: written as the Kafka source read it, each task proving by
+        step 3a that it holds all of its input partition (and failing where nothing is committed to
+        prove it from); None where a task refused, and from then on the sink regroups."""
+        try:
+            return self._write(batch_df, batch_id, layout, columns, provenance, regroup=False, prove=True)
+        except Exception as exc:
+            if "InputOrderError" not in str(exc):
+                raise
+            self._regroup_unseen = True
+            self.log.warning(
+                "batch regrouped",
+                batch_id=batch_id,
+                detail="a task did not hold all of an input partition's records between two of its"
+                " rows or before its first (a filter, a shuffle, a split source, or nothing committed"
+                " yet): this batch and the query's next ones are regrouped (shuffle and sort)",
+                error=_first_line_naming(exc, "InputOrderError"),
+            )
+            return None
 
     def _write(
         self,
@@ -188,10 +198,10 @@ class Sink:
         columns: list[str],
         provenance: Provenance,
         regroup: bool,
+        prove: bool = False,
     ) -> list[dict[str, Any]]:
         """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
-        their stats rows. Rows of a batch without lineage that are not regrouped are checked by step 3a
-        as a data source's are, and a partition with nothing committed fails its task."""
+        their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails."""
         tasks = None if regroup else task_slots(batch_df, provenance)
         if tasks is not None:
             provenance = attrs.evolve(provenance, read_in=READ_IN_COLUMN)
@@ -206,7 +216,6 @@ class Sink:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
             )
-        unchecked = provenance.column is not None and not regroup
         job = Job(
             config=self.config,
             batch_id=batch_id,
@@ -216,8 +225,8 @@ class Sink:
             stores=self.stores,
             on_commit=self.on_commit,
             provenance=provenance,
-            check_input=unchecked,
-            start_known=unchecked,
+            check_input=prove,
+            start_known=prove,
         )
         rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
         return [row.asDict() for row in rows]

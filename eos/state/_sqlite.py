@@ -29,9 +29,8 @@ from eos import _names
 from eos.errors import StoreLockedError
 
 _READ_CACHE_MAX_KEYS = 200_000
-#: SQLite's default, and what a restore raises it to (pages of 4 KiB: a write-ahead log of up to
-#: ~40 MiB while a store restores; each copy into the database rewrites the pages it touched)
-_CHECKPOINT_PAGES = 1_000
+#: SQLite's automatic checkpoint while a store restores: every 10,000 pages of 4 KiB, not 1,000 (its
+#: default): a write-ahead log of up to ~40 MiB; each copy into the database rewrites the pages it touched
 _RESTORE_CHECKPOINT_PAGES = 10_000
 
 
@@ -233,14 +232,15 @@ class PartitionStore:
     @contextlib.contextmanager
     def restoring(self) -> Iterator[None]:
         """Around a restore: SQLite copies its write-ahead log into the database every
-        `_RESTORE_CHECKPOINT_PAGES` pages instead of every 1,000 (its default; the next commit after
-        the restore copies the rest)."""
+        `_RESTORE_CHECKPOINT_PAGES` pages, then as often as before (the next commit after the restore
+        copies the rest)."""
+        (before,) = self._db.execute("PRAGMA wal_autocheckpoint").fetchone()
         self._db.execute(f"PRAGMA wal_autocheckpoint={_RESTORE_CHECKPOINT_PAGES}")
         try:
             yield
         finally:
             if self._db is not None:
-                self._db.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
+                self._db.execute(f"PRAGMA wal_autocheckpoint={before}")
 
     def wipe(self) -> None:
         """Delete the local store and its checkpoint (the lock stays held)."""
