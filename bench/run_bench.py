@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -40,7 +41,7 @@ import eos
 from bench import bench_report as report
 from eos import testing
 from eos._localbroker import LocalBroker, free_port
-from examples.pipeline import count_per_key, count_per_key_batch
+from examples.pipeline import append_summary, count_per_key, count_per_key_batch
 from tests.support.processes import (
     Interrupted,
     descendants,
@@ -176,17 +177,6 @@ class CommitLog:
     def __call__(self, commit) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps({"s": commit.seconds, "records": commit.records, "pid": os.getpid()}) + "\n")
-
-
-class SummaryLog:
-    """`on_batch`: one JSON line per batch, from wherever the sink runs (the Connect server included)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __call__(self, summary) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(summary.as_dict()) + "\n")
 
 
 # -- worker memory ------------------------------------------------------------------------------------
@@ -410,7 +400,7 @@ class Bench:
         parts = os.cpu_count() or 2
         config = self.config("agg-eos", "exactly_once", output_topic=out, input_mode="any", parts=parts)
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
-        sink = eos.sink(config, on_batch=SummaryLog(str(summaries)))
+        sink = eos.sink(config, on_batch=partial(append_summary, str(summaries)))
         writer = self._aggregation(config).writeStream.outputMode("update").foreachBatch(sink)
         result = self._run_query(writer, "agg_eos_exactly_once" if self.profiling else None)
         history = [json.loads(line) for line in summaries.read_text().splitlines() if line]
@@ -436,7 +426,9 @@ class Bench:
             kw = {"process": count_per_key, "stores": {"counts": "json"}}
         elif stateful == "batch":
             kw = {"process_batch": count_per_key_batch, "stores": {"counts": "json"}}
-        sink = eos.sink(config, on_commit=CommitLog(str(commits)), on_batch=SummaryLog(str(summaries)), **kw)
+        sink = eos.sink(
+            config, on_commit=CommitLog(str(commits)), on_batch=partial(append_summary, str(summaries)), **kw
+        )
         profile = row if self.profiling else None
         source = self._source(config, batch, connect)
         result = self._run_query(source.writeStream.foreachBatch(sink), profile)

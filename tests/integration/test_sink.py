@@ -4,6 +4,7 @@ partitions, fencing."""
 from __future__ import annotations
 
 import shutil
+from functools import partial
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -11,6 +12,7 @@ from conftest import group_offsets, run_query
 
 import eos
 from eos import _producer, testing
+from examples.pipeline import append_summary
 from tests.support.summaries import read_summaries
 
 PARTITIONS = 4
@@ -172,19 +174,6 @@ def test_input_headers_reach_the_output_when_read(spark, bootstrap, names, check
     assert got == expected
 
 
-def _summaries_to(path):
-    """`on_batch` appending each summary to `path` as a JSON line (made here to be pickled by value: the
-    Connect server's Python worker cannot import this module)."""
-
-    def on_batch(summary):
-        import json
-
-        with open(path, "a") as f:
-            f.write(json.dumps(summary.as_dict()) + "\n")
-
-    return on_batch
-
-
 # dealt_by_key takes the fallback path that filtered takes: `make long-test` runs it.
 @pytest.mark.parametrize(
     "shape", ["as_read", "filtered", pytest.param("dealt_by_key", marks=pytest.mark.long)]
@@ -206,7 +195,7 @@ def test_connect_writes_batches_as_read_and_regroups_what_3a_refuses(
         expected = {p: [v for i, v in enumerate(values) if i % 3 != 1] for p, values in sent.items()}
     elif shape == "dealt_by_key":
         df = df.repartition(2, "key")
-    sink = eos.sink(config, on_batch=_summaries_to(str(summaries)))
+    sink = eos.sink(config, on_batch=partial(append_summary, str(summaries)))
     query = (
         df.writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
