@@ -14,6 +14,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("spark_kafka_sink", "1 Spark .format('kafka') sink, at-least-once"),
     ("eos_at_least_once", "2 eos at_least_once"),
     ("eos_exactly_once", "3 eos exactly_once"),
+    ("eos_exactly_once_loop", "3l eos exactly_once, one produce() per record (arrow_produce=false)"),
     ("eos_exactly_once_stateful", "4 eos exactly_once + count per key (process, per row)"),
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),

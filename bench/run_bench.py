@@ -416,9 +416,11 @@ class Bench:
         batch: int | None = None,
         stateful: str | None = None,
         connect: bool = False,
+        **settings,
     ) -> dict:
-        """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch)."""
-        config = self.config(row, guarantee, output_topic=out)
+        """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch); `settings`:
+        more Config fields."""
+        config = self.config(row, guarantee, output_topic=out, **settings)
         commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
         kw = {}
@@ -454,6 +456,11 @@ class Bench:
 
     def row_eos_exactly_once(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once", out, "exactly_once")
+
+    def row_eos_exactly_once_loop(self, out: str) -> dict:
+        """Row 3 with one confluent-kafka produce() per record instead of the Arrow columns handed to
+        librdkafka whole: what eos/_rdkafka.py is worth."""
+        return self._eos_row("eos_exactly_once_loop", out, "exactly_once", arrow_produce=False)
 
     def row_eos_exactly_once_stateful(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_stateful", out, "exactly_once", stateful="rows")

@@ -140,9 +140,10 @@ class Outputs:
     each record's input offset; without it every record comes from `first`..`last` (a process_batch call).
     """
 
-    values: list[Any]
+    #: Arrow columns as the batch holds them (the producer hands them over whole where it can), or lists
+    values: pa.Array | pa.ChunkedArray | list[Any]
     topic: str | list[str | None] | None
-    keys: list[Any] | None = None
+    keys: pa.Array | pa.ChunkedArray | list[Any] | None = None
     headers: list[Any] | None = None
     partitions: list[int | None] | None = None
     offsets: pa.Array | None = None
@@ -171,9 +172,9 @@ def passthrough(
     if headers is not None and not pc.sum(pc.list_value_length(headers)).as_py():
         headers = None  # no record has a header: the producer's fastest loop takes no headers
     return Outputs(
-        values=run.column(layout.value).to_pylist(),
+        values=run.column(layout.value),
         topic=run.column(layout.out_topic).to_pylist() if layout.out_topic else default_topic,
-        keys=run.column(layout.key).to_pylist() if layout.key else None,
+        keys=run.column(layout.key) if layout.key else None,
         headers=headers_of(headers) if headers is not None else None,
         partitions=run.column(layout.out_partition).to_pylist() if layout.out_partition else None,
         offsets=run.column(layout.offset) if offsets is None else offsets,
@@ -249,9 +250,9 @@ def batch_outputs(
     if topics is not None and default_topic is None and None in topics:
         raise refuse(f"output row {topics.index(None)} has no topic and no output_topic is configured")
     return Outputs(
-        values=column("value"),
+        values=result.column("value"),
         topic=topics if topics is not None else default_topic,
-        keys=column("key"),
+        keys=result.column("key") if "key" in names else None,
         headers=headers_of(result.column("headers")) if "headers" in names else None,
         partitions=column("partition"),
         first=first,

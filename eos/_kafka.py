@@ -11,6 +11,8 @@ inside `call` (retried) or `translating` (not retried), and only `eos.errors` ty
 
 These are the only functions that look at a confluent-kafka error code. The producer's hot loop
 catches KafkaException around `produce()` itself (a with-block per record costs) and hands it here.
+`_rdkafka.py` reads librdkafka's codes from its message array (a full queue is not an error there)
+and hands the others here as KafkaError.
 The `eos` CLI maps errors to exit codes at its own edge (eos/cli/_broker.py).
 """
 

@@ -16,10 +16,11 @@ import threading
 from functools import partial
 from itertools import repeat
 
+import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AclOperation
 
-from eos import _clients, _kafka
+from eos import _clients, _kafka, _rdkafka
 from eos._arrow import Outputs
 from eos._clients import producer_settings
 from eos._kafka import Delivery, classify_delivery, kafka_error_of
@@ -78,6 +79,12 @@ class OutputProducer:
         self._fast_callback = None if transactional_id is not None else self._on_report
         self.initialized = False
         self.in_transaction = False
+        #: hands whole Arrow columns to librdkafka (transactional producers only: see _rdkafka.py)
+        self._arrow = (
+            _rdkafka.ArrowProducer.of(self._producer)
+            if config.arrow_produce and transactional_id is not None
+            else None
+        )
 
     # -- producing ----------------------------------------------------------------------------------
 
@@ -115,10 +122,20 @@ class OutputProducer:
         per_record_topic = isinstance(topic, list)
         for i, name in self._new_topics(outputs):
             self._check_topic(name, in_topic, in_partition, outputs.offset_of(i), outputs.origin(i))
-        produce = self._producer.produce
         values, keys = outputs.values, outputs.keys
-        if not (self.exact or per_record_topic or outputs.partitions or outputs.headers):
+        plain = not (self.exact or per_record_topic or outputs.partitions or outputs.headers)
+        if (
+            plain
+            and self._arrow is not None
+            and _rdkafka.fits(values)
+            and (keys is None or _rdkafka.fits(keys))
+        ):
+            self._produce_arrow(outputs, in_topic, in_partition)
+            return n
+        values, keys = _listed(values), _listed(keys)
+        if plain:
             # One topic, the partitioner, no headers: the tightest loop (positional arguments only).
+            produce = self._producer.produce
             callback = self._fast_callback
             keys = keys if keys is not None else repeat(None)
             for i, value, key in zip(range(n), values, keys, strict=False):  # keys may be repeat(None)
@@ -148,6 +165,26 @@ class OutputProducer:
         # Serve the delivery reports so far (failures surface at the flush).
         self._serve(f"producing outputs of {in_topic}/{in_partition}", 0)
         return n
+
+    def _produce_arrow(self, outputs: Outputs, in_topic: str, in_partition: int) -> None:
+        """The plain case's columns in chunks through librdkafka's batch call, serving delivery reports
+        between chunks and while the queue is full; a record refused at once fails as in the loop."""
+        topic, n, at = outputs.topic, len(outputs), 0
+        what = f"producing outputs of {in_topic}/{in_partition}"
+        while at < n:
+            stop = min(n, at + _rdkafka.CHUNK)
+            enqueued, err = self._arrow.produce(topic, outputs.values, outputs.keys, at, stop)
+            at += enqueued
+            if err is not None:
+                raise self._refused(
+                    KafkaException(err),
+                    topic,
+                    in_topic,
+                    in_partition,
+                    outputs.offset_of(at),
+                    outputs.origin(at),
+                )
+            self._serve(what, 0 if at == stop else _FULL_QUEUE_WAIT_S)
 
     def _new_topics(self, outputs: Outputs) -> list[tuple[int, str]]:
         """(first record index, topic) of each output topic not checked yet."""
@@ -354,6 +391,12 @@ class OutputProducer:
                 self._serve("flushing before close", min(self._timeout_s, 5), flush=True)
         finally:
             self._producer = None
+            self._arrow = None
+
+
+def _listed(column):
+    """An output column as the Python values the produce() loop takes."""
+    return column.to_pylist() if isinstance(column, pa.Array | pa.ChunkedArray) else column
 
 
 # -- per-worker cache ---------------------------------------------------------------------------------

@@ -145,6 +145,10 @@ class Config:
     #: Producers a Python worker keeps between tasks, the least recently used closed first (exactly_once:
     #: one per input partition; a kept one saves an init_transactions when the partition comes back).
     max_producers_per_worker: int = attrs.field(default=16, validator=_positive)
+    #: exactly_once: hand each batch's value and key columns to librdkafka whole (one call per 10,000
+    #: records) where the outputs go to one topic with no headers and no partition column; false: one
+    #: confluent-kafka produce() per record, as at_least_once always does.
+    arrow_produce: bool = attrs.field(default=True, validator=_boolean)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1
     #: Extra topic configs for the changelog topics eos creates (cleanup.policy is always compact).

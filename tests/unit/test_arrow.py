@@ -103,8 +103,8 @@ def test_passthrough_reads_value_key_headers_and_the_configured_columns():
     )
     layout = Layout(value="value", key="key", headers="headers", out_topic="dest", out_partition="dest_p")
     out = passthrough(run, layout, "fallback")
-    assert out.values == ["text", None]
-    assert out.keys == [b"k", None]
+    assert out.values.to_pylist() == ["text", None]
+    assert out.keys.to_pylist() == [b"k", None]
     assert out.headers == [[("h", b"1"), ("h", None)], None]
     assert out.topic == ["x", None]
     assert out.partitions == [2, None]
@@ -128,8 +128,8 @@ def test_batch_output_columns_are_eos_output_fields():
         }
     )
     out = batch_outputs(result, **CALL)
-    assert out.values == [b"a", None]
-    assert out.keys == ["k", "k"]
+    assert out.values.to_pylist() == [b"a", None]
+    assert out.keys.to_pylist() == ["k", "k"]
     assert out.headers == [[("h", b"1")], None]
     assert out.topic == ["other", None]  # None: the configured output topic
     assert out.partitions == [1, None]
@@ -139,7 +139,7 @@ def test_batch_output_columns_are_eos_output_fields():
 
 def test_value_alone_goes_to_the_default_topic_and_none_writes_nothing():
     out = batch_outputs(pa.RecordBatch.from_pydict({"value": [b"x"]}), **CALL)
-    assert (out.values, out.topic, out.keys, out.partitions) == ([b"x"], "out", None, None)
+    assert (out.values.to_pylist(), out.topic, out.keys, out.partitions) == ([b"x"], "out", None, None)
     assert len(batch_outputs(None, **CALL)) == 0
 
 

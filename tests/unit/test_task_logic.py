@@ -107,7 +107,7 @@ class FakeProducer:
         self._record((topic, out.value, in_offset))
 
     def produce_outputs(self, outputs, in_topic, in_partition) -> int:
-        for i, value in enumerate(outputs.values):
+        for i, value in enumerate(producers._listed(outputs.values)):
             offset = outputs.offset_of(i)
             self._step("produce", self.fail_at_offset.get(offset))
             if self.exact:
