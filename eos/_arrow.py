@@ -190,6 +190,13 @@ def headers_of(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
 
 OUTPUT_FIELDS = ("value", "key", "headers", "topic", "partition")
 _BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
+
+
+def is_bytes(t: pa.DataType) -> bool:
+    """Binary or string, regular or large: what a record's value or key may be."""
+    return any(check(t) for check in _BYTES)
+
+
 _KINDS = {
     "value": ("binary or string", _BYTES),
     "key": ("binary or string", _BYTES),
@@ -267,5 +274,5 @@ def _is_headers(t: pa.DataType) -> bool:
     return (
         set(fields) == {"key", "value"}
         and any(check(fields["key"]) for check in (pa.types.is_string, pa.types.is_large_string))
-        and any(check(fields["value"]) for check in _BYTES)
+        and is_bytes(fields["value"])
     )

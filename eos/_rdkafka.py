@@ -25,6 +25,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer, libversion
 from confluent_kafka import cimpl as _cimpl
 
+from eos._arrow import is_bytes
 from eos._log import get_logger
 
 #: records per rd_kafka_produce_batch call: a 720 KB message array, and the delivery reports served
@@ -48,7 +49,6 @@ _MESSAGE = np.dtype(
 #: a null key from an empty one by the pointer
 _EMPTY = ctypes.create_string_buffer(1)
 _EMPTY_ADDRESS = ctypes.addressof(_EMPTY)
-_BINARY = (pa.types.is_binary, pa.types.is_string, pa.types.is_large_binary, pa.types.is_large_string)
 
 
 @functools.cache
@@ -103,9 +103,9 @@ def handle(producer: Producer) -> int | None:
 
 def fits(column) -> bool:
     """Whether a value or key column can be handed over as it is (binary or string, one chunk)."""
-    if isinstance(column, pa.ChunkedArray):
-        return column.num_chunks <= 1 and any(check(column.type) for check in _BINARY)
-    return isinstance(column, pa.Array) and any(check(column.type) for check in _BINARY)
+    if isinstance(column, pa.ChunkedArray) and column.num_chunks > 1:
+        return False
+    return isinstance(column, pa.Array | pa.ChunkedArray) and is_bytes(column.type)
 
 
 def _one_array(column) -> pa.Array:

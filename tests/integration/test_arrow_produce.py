@@ -40,10 +40,9 @@ def _config(bootstrap, names, output, **kw):
     )
 
 
-def _outputs(values: pa.Array, keys: pa.Array | None, first: int = 100) -> Outputs:
-    return Outputs(
-        values=values, topic=None, keys=keys, offsets=pa.array(range(first, first + len(values)), pa.int64())
-    )
+def _outputs(values: pa.Array, keys: pa.Array | None, topic: str, first: int = 100) -> Outputs:
+    offsets = pa.array(range(first, first + len(values)), pa.int64())
+    return Outputs(values=values, topic=topic, keys=keys, offsets=offsets)
 
 
 def _write(config, outputs: Outputs, tid: str) -> None:
@@ -51,7 +50,6 @@ def _write(config, outputs: Outputs, tid: str) -> None:
     try:
         producer.init_transactions()
         producer.begin_transaction()
-        outputs.topic = config.output_topic
         try:
             producer.produce_outputs(outputs, SOURCE, 0)
             producer.flush_and_check(SOURCE, 0)
@@ -87,9 +85,10 @@ def test_arrow_columns_are_written_as_the_produce_loop_writes_them(bootstrap, na
     by_arrow, by_loop = names("out-arrow"), names("out-loop")
     for topic in (by_arrow, by_loop):
         testing.create_topic(bootstrap, topic, 4)
-    _write(_config(bootstrap, names, by_arrow), _outputs(values, keys), names("tid-arrow"))
+    _write(_config(bootstrap, names, by_arrow), _outputs(values, keys, by_arrow), names("tid-arrow"))
     assert sum(asked for asked, _, _ in calls) == n  # the Arrow path wrote them
-    _write(_config(bootstrap, names, by_loop, arrow_produce=False), _outputs(values, keys), names("tid-loop"))
+    loop_config = _config(bootstrap, names, by_loop, arrow_produce=False)
+    _write(loop_config, _outputs(values, keys, by_loop), names("tid-loop"))
     assert sum(asked for asked, _, _ in calls) == n  # the loop wrote these
 
     arrow, loop = _by_partition(bootstrap, by_arrow), _by_partition(bootstrap, by_loop)
@@ -111,7 +110,7 @@ def test_a_full_queue_loses_and_reorders_nothing(bootstrap, names, calls):
     values = pa.array([b"%d" % i for i in range(n)])
     keys = pa.array([b"k%d" % (i % 11) for i in range(n)])
     config = _config(bootstrap, names, output, producer={"queue.buffering.max.messages": 2_000})
-    _write(config, _outputs(values, keys, first=0), names("tid"))
+    _write(config, _outputs(values, keys, output, first=0), names("tid"))
 
     assert any(enqueued < asked for asked, enqueued, _ in calls)  # the queue did fill up
     written = _by_partition(bootstrap, output)
@@ -137,7 +136,7 @@ def test_a_record_refused_at_once_is_named_and_nothing_is_committed(bootstrap, n
         producer={"message.max.bytes": 4_000, "batch.size": 4_000},
     )
     with pytest.raises(ProduceError) as failed:
-        _write(config, _outputs(values, None, first=1_000), names("tid"))
+        _write(config, _outputs(values, None, output, first=1_000), names("tid"))
     assert failed.value.offset == 1_000 + 12_345
     assert "too large" in str(failed.value).lower()
     assert bool(calls) is arrow
@@ -148,8 +147,7 @@ def test_a_fenced_producer_writing_arrow_columns_commits_nothing(bootstrap, name
     output = names("out")
     testing.create_topic(bootstrap, output, 2)
     config, tid = _config(bootstrap, names, output), names("tid")
-    first = _outputs(pa.array([b"zombie-%d" % i for i in range(5_000)]), None)
-    first.topic = output
+    first = _outputs(pa.array([b"zombie-%d" % i for i in range(5_000)]), None, output)
     zombie = _producer.OutputProducer(config, tid)
     zombie.init_transactions()
     zombie.begin_transaction()
