@@ -211,7 +211,8 @@ def batch_outputs(
     """Validate what a `process_batch` call over input offsets first..last returned; its columns.
 
     The output columns are `eos.Output`'s fields: `value` (required), `key`, `headers`, `topic`,
-    `partition`. Anything else raises ProcessError naming the first input record of the call.
+    `partition`. Anything else raises ProcessError naming the first input record of the call (not a
+    poison record: the function's output is wrong, whatever its input).
     """
 
     def refuse(message: str) -> ProcessError:
@@ -220,6 +221,8 @@ def batch_outputs(
             topic=topic,
             partition=partition,
             offset=first,
+            through=last,
+            poison=False,
         )
 
     if result is None:

@@ -49,17 +49,20 @@ class Checkpoint:
         self.last_offset: int | None = None
         self.records = 0
         self.outputs = 0
+        #: of `records`, how many were written as dead letters (on_error="dead_letter")
+        self.dead_letters = 0
         #: bytes of the input this transaction holds for a redo (Arrow)
         self.input_bytes = 0
         if config.exactly_once and not producer.in_transaction:  # else: opened by the fence check
             producer.begin_transaction(log)
 
-    def mark(self, last_offset: int, records: int, outputs: int) -> None:
+    def mark(self, last_offset: int, records: int, outputs: int, dead_letters: int = 0) -> None:
         """`records` more input records, up to the one at `last_offset`, have been processed and their
-        `outputs` produced."""
+        `outputs` produced (`dead_letters` of them written as dead letters instead)."""
         self.last_offset = last_offset
         self.records += records
         self.outputs += outputs
+        self.dead_letters += dead_letters
 
     def age(self) -> float:
         """Seconds since this transaction began."""

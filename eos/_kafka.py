@@ -95,6 +95,15 @@ _PERMANENT_DELIVERY_CODES = frozenset(
     }
 )
 
+_POISON_CODES = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError._UNKNOWN_PARTITION,  # an output partition column naming a partition the topic lacks
+    }
+)
+
 _AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
@@ -126,6 +135,17 @@ def classify_delivery(err: KafkaError) -> Delivery:
     if err.code() in _PERMANENT_DELIVERY_CODES:
         return Delivery.PERMANENT
     return Delivery.ABORTABLE
+
+
+def is_too_large(err: KafkaError | None) -> bool:
+    """Whether a record was refused for its size (by the client's message.max.bytes or the broker's)."""
+    return err is not None and err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+
+
+def is_poison(err: KafkaError | None) -> bool:
+    """Whether a permanent refusal is of the record itself (too large, invalid), not of where it goes (a
+    missing topic, no permission): what on_error="dead_letter" may route to the dead-letter topic."""
+    return err is not None and err.code() in _POISON_CODES
 
 
 def is_fenced(err: KafkaError | None) -> bool:

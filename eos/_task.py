@@ -28,6 +28,7 @@ from eos import _arrow, _crash, _input, _offsets, _rows, _worker
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
+from eos._deadletter import DeadLetters
 from eos._scope import PartitionScope
 from eos.config import Config
 from eos.errors import (
@@ -68,6 +69,8 @@ class PartitionStats:
     last_offset: int | None = None
     committed_before: int | None = None
     restored: int = 0
+    #: bad records written to the dead-letter topic (committed), on_error="dead_letter"
+    dead_letters: int = 0
 
 
 #: The one row per input partition that each task returns to the driver (`mapInArrow`'s output).
@@ -84,7 +87,7 @@ _STATS_COLUMNS = {
     "commit_seconds_total": ("double", pa.float64()),
     **{
         name: ("bigint", pa.int64())
-        for name in ("first_offset", "last_offset", "committed_before", "restored")
+        for name in ("first_offset", "last_offset", "committed_before", "restored", "dead_letters")
     },
 }
 STATS_SCHEMA = pa.schema([(name, arrow) for name, (_, arrow) in _STATS_COLUMNS.items()])
@@ -106,6 +109,8 @@ class Commit:
     records: int
     outputs: int
     seconds: float
+    #: of `records`, how many went to the dead-letter topic instead (on_error="dead_letter")
+    dead_letters: int = 0
 
 
 OnCommit = Callable[[Commit], None]
@@ -162,6 +167,10 @@ class PartitionTask:
         self.state: PartitionState | None = None
         self.view = State({})
         self.started = time.monotonic()
+        #: on_error="dead_letter": the bad records found so far, written as dead letters from then on
+        self.dead = DeadLetters.of(job.config, topic, partition, job.batch_id)
+        #: call process_batch one row at a time (it raised over several rows; until the next commit)
+        self.one_by_one = False
 
     # -- the protocol --------------------------------------------------------------------------------
 
@@ -341,9 +350,16 @@ class PartitionTask:
                     # (the next incarnation's init_transactions ends the transaction).
                     self.log.error("abort failed", error=str(abort_failure))
                     raise exc from None
+                found = exc
                 if isinstance(exc, ProduceError) and len(exc.candidates) > 1:
-                    raise self._isolate(exc) from exc
-                raise
+                    found = self._isolate(exc)
+                    if found is exc:
+                        raise found from None
+                if not self._dead_letter(found):
+                    if found is exc:
+                        raise
+                    raise found from exc
+                replay = True
             except FencedError as exc:  # 8c, or 8d for a kept producer
                 self._raise_if_timed_out(exc)
                 if not (self.reused and self.stats.transactions == 0):
@@ -357,6 +373,21 @@ class PartitionTask:
                 self._raise_if_timed_out(exc)
                 self.log.error("fatal producer error", error=str(exc))
                 raise
+
+    def _dead_letter(self, exc: RecordError) -> bool:
+        """8b with on_error="dead_letter": whether the transaction is to be written again with `exc`'s
+        record as a dead letter (or, where process_batch raised over several rows, one row at a time to
+        find it). Raises past max_dead_letters_per_batch."""
+        if self.dead is None or not exc.poison:
+            return False
+        through = getattr(exc, "through", None)
+        if through is not None and through != exc.offset and self.job.process_batch is not None:
+            self.one_by_one = True
+            self.log.warning("process_batch raised: calling it one row at a time", error=str(exc))
+            return True
+        self.dead.add(exc)
+        self.log.warning("dead-lettering record", offset=exc.offset, error=exc.reason)
+        return True
 
     def _raise_if_timed_out(self, exc: Exception) -> None:
         """8e: a transaction open longer than transaction.timeout.ms was aborted by the broker, which fences
@@ -468,13 +499,29 @@ class PartitionTask:
         if self.job.process is not None:
             return self._write_rows(chunk, may_stop)
         last = _arrow.last_offset(chunk, self.layout)
-        if self.job.process_batch is not None:
-            outputs = self._call_process_batch(chunk, last)
-        else:
-            outputs = _arrow.passthrough(chunk, self.layout, self.config.output_topic)
-        produced = self.producer.produce_outputs(outputs, self.topic, self.partition)
-        self.checkpoint.mark(last, chunk.num_rows, produced)
+        rows, dead = self.dead.split(chunk, self.layout) if self.dead is not None else (chunk, None)
+        step = 1 if self.one_by_one else max(rows.num_rows, 1)
+        produced = sum(self._write_outputs(rows.slice(at, step)) for at in range(0, rows.num_rows, step))
+        letters = self._write_dead(dead) if dead is not None else 0
+        self.checkpoint.mark(last, chunk.num_rows, produced, letters)
         return chunk.num_rows
+
+    def _write_outputs(self, rows: pa.RecordBatch) -> int:
+        """The outputs of pass-through rows or of one process_batch call over them; how many."""
+        if self.job.process_batch is not None:
+            outputs = self._call_process_batch(rows, _arrow.last_offset(rows, self.layout))
+        else:
+            outputs = _arrow.passthrough(rows, self.layout, self.config.output_topic)
+        return self.producer.produce_outputs(outputs, self.topic, self.partition)
+
+    def _write_dead(self, rows: pa.RecordBatch) -> int:
+        """The dead letters of `rows` (every one a dead record), into the open transaction; how many."""
+        passthrough = self.job.process is None and self.job.process_batch is None
+        offsets = rows.column(self.layout.offset).to_pylist()
+        for i, offset in enumerate(offsets):
+            letter = self.dead.letter(rows.slice(i, 1), offset, passthrough)
+            self.producer.produce(letter, self.config.dead_letter_topic, self.topic, self.partition, offset)
+        return len(offsets)
 
     def _call_process_batch(self, chunk: pa.RecordBatch, last: int) -> _arrow.Outputs:
         first = _arrow.first_offset(chunk, self.layout)
@@ -483,7 +530,8 @@ class PartitionTask:
         try:
             result = self.job.process_batch(chunk, self.view)
         except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
-            raise self._process_error(f"process_batch over input offsets {first}-{last}", exc, first) from exc
+            caller = f"process_batch over input offsets {first}-{last}" if last != first else "process_batch"
+            raise self._process_error(caller, exc, first, through=last) from exc
         return _arrow.batch_outputs(
             result,
             default_topic=self.config.output_topic,
@@ -493,10 +541,14 @@ class PartitionTask:
             last=last,
         )
 
-    def _process_error(self, caller: str | None, exc: Exception, offset: int) -> ProcessError:
+    def _process_error(
+        self, caller: str | None, exc: Exception, offset: int, through: int | None = None
+    ) -> ProcessError:
         """8b: the user's function raised (`caller`), or returned an output Kafka cannot carry (None)."""
         message = str(exc) if caller is None else f"{caller} raised {type(exc).__name__}: {exc}"
-        return ProcessError(message, topic=self.topic, partition=self.partition, offset=offset)
+        return ProcessError(
+            message, topic=self.topic, partition=self.partition, offset=offset, through=through
+        )
 
     def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
@@ -506,8 +558,14 @@ class PartitionTask:
         row_topics = chunk.column(layout.out_topic).to_pylist() if layout.out_topic else None
         row_partitions = chunk.column(layout.out_partition).to_pylist() if layout.out_partition else None
         default_topic = self.config.output_topic
+        dead = self.dead.found if self.dead is not None else {}
         for i, row in enumerate(_rows.rows(chunk)):
             offset = offsets[i]
+            if offset in dead:
+                checkpoint.mark(offset, 1, 0, self._write_dead(chunk.slice(i, 1)))
+                if may_stop and checkpoint.due():
+                    return i + 1
+                continue
             if state is not None:
                 state.set_input_offset(offset)
             try:
@@ -535,8 +593,10 @@ class PartitionTask:
             return
         seconds = self.checkpoint.commit()
         self.producer.exact = False  # a record-by-record redo lasts one transaction
+        self.one_by_one = False
         self.stats.transactions += 1
         self.stats.records_out += self.checkpoint.outputs
+        self.stats.dead_letters += self.checkpoint.dead_letters
         self.stats.commit_seconds_total += seconds
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = self.checkpoint.last_offset
@@ -553,6 +613,7 @@ class PartitionTask:
                     records=self.checkpoint.records,
                     outputs=self.checkpoint.outputs,
                     seconds=seconds,
+                    dead_letters=self.checkpoint.dead_letters,
                 )
             )
         self.pending = []

@@ -149,6 +149,15 @@ class Config:
     #: records) where the outputs go to one topic with no headers and no partition column; false: one
     #: confluent-kafka produce() per record, as at_least_once always does.
     arrow_produce: bool = attrs.field(default=True, validator=_boolean)
+    #: What a bad record does (one whose `process` raises or returns what Kafka cannot carry, whose output
+    #: the broker refuses as too large or invalid): "fail" stops the query naming it; "dead_letter" writes
+    #: it to `dead_letter_topic` in the same transaction as the outputs and offsets.
+    on_error: str = "fail"
+    #: on_error="dead_letter": the topic bad records go to (it must exist; eos checks it before writing).
+    dead_letter_topic: str | None = None
+    #: on_error="dead_letter": past this many bad records of one input partition in one batch, the batch
+    #: fails anyway (a broken deploy does not route a whole topic to the dead-letter topic).
+    max_dead_letters_per_batch: int = attrs.field(default=100, validator=_positive)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1
     #: Extra topic configs for the changelog topics eos creates (cleanup.policy is always compact).
@@ -195,6 +204,27 @@ class Config:
             )
         if self.part_columns is not None and not [c for c in self.part_columns.split(",") if c.strip()]:
             raise ConfigError("part_columns", f"{self.part_columns!r} names no column")
+        if self.on_error not in ("fail", "dead_letter"):
+            raise ConfigError("on_error", f"{self.on_error!r} is not 'fail' or 'dead_letter'")
+        if self.on_error == "dead_letter":
+            if self.dead_letter_topic is None:
+                raise ConfigError(
+                    "dead_letter_topic", "on_error='dead_letter' needs the topic bad records go to"
+                )
+            if self.input_mode == "any":
+                raise ConfigError(
+                    "on_error",
+                    "'dead_letter' is not available with input_mode 'any' yet (a part is one transaction"
+                    " over rows without input coordinates to name); use 'fail'",
+                )
+        if self.dead_letter_topic is not None and (
+            not _NAME.match(self.dead_letter_topic) or len(self.dead_letter_topic) > 249
+        ):
+            raise ConfigError(
+                "dead_letter_topic", f"{self.dead_letter_topic!r} is not a legal Kafka topic name"
+            )
+        if self.dead_letter_topic is not None and self.dead_letter_topic == self.output_topic:
+            raise ConfigError("dead_letter_topic", "must not be the output topic")
         if self.state_mode not in ("transactional", "wipe"):
             raise ConfigError("state_mode", f"{self.state_mode!r} is not 'transactional' or 'wipe'")
         if self.changelog_replication_factor == 0 or self.changelog_replication_factor < -1:
@@ -285,6 +315,7 @@ _BOOL_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("bool", bool)
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 _DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}
 _DOTTED["application.id"] = "app_id"
+_DOTTED["errors.dead.letter.queue.topic.name"] = "dead_letter_topic"  # Kafka Streams' name (KIP-1034)
 
 
 def dotted_field(key: str) -> str | None:

@@ -20,8 +20,12 @@
     │                           task reports it as the ProcessError of the record that returned it
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
     │   │                       The open transaction was aborted: committed output and offsets are unchanged.
+    │   │                       `poison`: the record itself is at fault (on_error="dead_letter" routes it to
+    │   │                       the dead-letter topic); else the pipeline or the cluster is.
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
     │   ├── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
+    │   ├── TooManyDeadLettersError
+    │   │                       more bad records in a batch than max_dead_letters_per_batch
     │   ├── InputOrderError     an input partition's rows reached a task split or out of offset order
     │   └── InputCoordinateError
     │                           a row's topic/partition/offset are not those of the record Spark read
@@ -99,15 +103,38 @@ class ChangelogError(EosError):
 
 
 class RecordError(EosError):
+    #: the record itself is at fault (writing it again fails again, other records are fine): what
+    #: on_error="dead_letter" sends to the dead-letter topic instead of failing the batch
+    poison = False
+
     def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
         self.topic = topic
         self.partition = partition
         self.offset = offset
+        self.reason = message
         super().__init__(f"{message} (input record {topic}/{partition}@{offset}; transaction aborted)")
 
 
 class ProcessError(RecordError):
-    """The user's `process` function raised on an input record."""
+    """The user's `process` function raised on an input record, or returned an output Kafka cannot
+    carry. `through`: `process_batch` raised over input offsets `offset`..`through` (which record of
+    them is to blame is not known)."""
+
+    poison = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        through: int | None = None,
+        poison: bool = True,
+    ) -> None:
+        self.through = through
+        self.poison = poison
+        super().__init__(message, topic=topic, partition=partition, offset=offset)
 
 
 class ProduceError(RecordError):
@@ -118,10 +145,25 @@ class ProduceError(RecordError):
     """
 
     def __init__(
-        self, message: str, *, topic: str, partition: int, offset: int, candidates: tuple[int, ...] = ()
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        candidates: tuple[int, ...] = (),
+        poison: bool = False,
+        kafka_error: KafkaError | None = None,
     ) -> None:
         self.candidates = candidates
+        self.poison = poison
+        self.kafka_error = kafka_error
         super().__init__(message, topic=topic, partition=partition, offset=offset)
+
+
+class TooManyDeadLettersError(RecordError):
+    """on_error="dead_letter": an input partition had more bad records in one batch than
+    max_dead_letters_per_batch allows; names the last one."""
 
 
 class InputOrderError(RecordError):

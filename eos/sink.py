@@ -64,6 +64,8 @@ class BatchSummary:
     per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
     #: whether the rows went through the regrouping shuffle (D3) or were already one run per task
     regrouped: bool = True
+    #: bad records written to the dead-letter topic (on_error="dead_letter")
+    dead_letters: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
@@ -279,6 +281,7 @@ class Sink:
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
             regrouped=regrouped,
+            dead_letters=sum(s.get("dead_letters") or 0 for s in stats),
         )
 
 
@@ -438,8 +441,10 @@ def _first_line_naming(exc: Exception, name: str) -> str:
 
 
 def check_output_topic(config: Config) -> None:
-    """D2: a broker answers and the configured output topic exists."""
+    """D2: a broker answers and the configured output topic exists (and the dead-letter topic)."""
     _offsets.require_topics(config, [config.output_topic] if config.output_topic else [], "output")
+    if config.on_error == "dead_letter":
+        _offsets.require_topics(config, [config.dead_letter_topic], "dead-letter")
 
 
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).

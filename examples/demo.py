@@ -8,6 +8,9 @@
    driver is SIGKILLed mid-stream and restarted from its checkpoint.
 3. Reads each output topic with a read_committed consumer and compares it with the input: every
    record once, and every emitted running total equal to a recomputation from the input.
+4. Runs the exactly_once pipeline once more with on_error="dead_letter" and a `process` that raises on
+   one key's records at even offsets: those records reach the dead-letter topic, in the same
+   transactions as the other records' outputs, each once; `eos dlq show` prints what is there.
 
 The guarantee is switched by EOS_PROCESSING_GUARANTEE alone; the pipeline code is the same.
 """
@@ -29,6 +32,8 @@ from eos import testing
 PIPELINE = Path(__file__).with_name("pipeline.py")
 PARTITIONS = 4
 FAULTS = "after_produce,after_commit"
+#: step 4: the key whose records `process` raises on
+POISON = b"k13"
 
 
 def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -86,6 +91,67 @@ def run(bootstrap: str, source: str, guarantee: str, run_id: str, workdir: Path)
     return output
 
 
+def dead_letters(bootstrap: str, source: str, run_id: str, workdir: Path, sent) -> None:
+    """Step 4: bad records to a dead-letter topic, exactly once, and `eos dlq show`."""
+    output, dlq = f"demo-out-dlq-{run_id}", f"demo-dlq-{run_id}"
+    testing.create_topic(bootstrap, output, PARTITIONS)
+    testing.create_topic(bootstrap, dlq, 1)
+    argv = [
+        sys.executable,
+        str(PIPELINE),
+        "--stateful",
+        "--max-offsets",
+        "5000",
+        "--poison",
+        f"raise:{POISON}",
+    ]
+    for flag, value in (
+        ("--bootstrap", bootstrap),
+        ("--app-id", f"demo-dlq-{run_id}"),
+        ("--input", source),
+        ("--output", output),
+        ("--checkpoint", workdir / "ckpt-dlq"),
+        ("--dead-letters", dlq),
+    ):
+        argv += [flag, str(value)]
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_STATE_DIR": str(workdir / "state-dlq")}
+    log = workdir / "dlq.log"
+    if start(argv, {**env, "EOS_LOG_LEVEL": "ERROR"}, log).wait(timeout=600) != 0:
+        sys.exit(f"pipeline failed:\n{log.read_text(errors='replace')[-4000:]}")
+
+    def bad(offset: int, value: bytes) -> bool:  # --poison: the key's records at even input offsets
+        return _key(value) == POISON and offset % 2 == 0
+
+    poisoned = {p: [v for o, v in enumerate(values) if bad(o, v)] for p, values in sent.items()}
+    good = {p: [v for o, v in enumerate(values) if not bad(o, v)] for p, values in sent.items()}
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(
+        testing.flatten(good), records, hanging, running_counts=testing.expected_running_counts(good)
+    )
+    letters, hanging = testing.read_topic(bootstrap, dlq, marker=testing.write_markers(bootstrap, dlq))
+    dead = testing.compare(testing.flatten(poisoned), letters, hanging)
+    print(
+        f"  [dead letters] output: {result.received} records, the input without the {dead.expected} of"
+        f" key {POISON.decode()} at even offsets (duplicates {result.duplicated}, missing {result.missing},"
+        f" wrong totals {result.state_mismatches}); dead letters: {dead.received}"
+        f" (duplicates {dead.duplicated}, missing {dead.missing})"
+    )
+    if not (result.exactly_once and dead.exactly_once):
+        sys.exit(f"dead letters are NOT exact: output {result}, dead letters {dead}")
+    print(f"  $ eos dlq show --topic {dlq}")
+    shown = subprocess.run(
+        [sys.executable, "-m", "eos.cli", "--bootstrap-server", bootstrap, "dlq", "show", "--topic", dlq],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    print("\n".join("  " + line for line in (shown.stdout or shown.stderr).splitlines()))
+
+
+def _key(value: bytes) -> bytes:
+    return b"k%d" % (testing.parse_value(value)[2] % 97)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
@@ -108,6 +174,8 @@ def main() -> None:
             records, hanging = testing.read_topic(args.bootstrap, output, marker=marker)
             result = testing.compare(testing.flatten(sent), records, hanging, running_counts=expected_counts)
             rows.append((guarantee, result))
+        print('  [dead letters] exactly_once again, on_error="dead_letter", process raising on one key')
+        dead_letters(args.bootstrap, source, run_id, Path(tmp), sent)
 
     print()
     header = (

@@ -5,6 +5,7 @@
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
                                 [--format-eos | --realtime SECONDS]
                                 [--aggregate count|window|rand [--parts N] | --files DIR]
+                                [--dead-letters TOPIC [--poison KEY,...]]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
 at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
@@ -24,6 +25,12 @@ to --summaries as one JSON line (through `on_batch`, which also works where the 
 server). `make demo` and the integration tests run this file as their driver process, so they can
 SIGKILL it; the tests, `make bench` and the chaos pipeline import its `count_per_key` and
 `count_per_key_batch`.
+
+`--dead-letters TOPIC` sets on_error="dead_letter": a bad record goes to TOPIC, in the same transaction
+as the outputs and offsets. `--poison KEYS` (with --stateful) makes some keys' records at even input
+offsets bad, after their count was stored (the dead letter's transaction drops that write): `raise:K`
+raises, `type:K` returns an int, `large:K` returns a value of 1 MB (more than the producer's
+message.max.bytes takes by default).
 """
 
 from __future__ import annotations
@@ -44,6 +51,31 @@ def count_per_key(row, state):
     n = counts.get(row.key, 0) + 1
     counts.put(row.key, n)
     return eos.Output(value=bytes(row.value) + b"#%d" % n, key=row.key)
+
+
+def count_per_key_or_fail(poison: dict[bytes, str], row, state):
+    """`count_per_key`, failing as `--poison` says on some keys' records at even input offsets, once
+    their count is stored: the key's other records show in their counts whether a bad one was counted."""
+    out = count_per_key(row, state)
+    kind = poison.get(bytes(row.key)) if row.offset % 2 == 0 else None
+    if kind == "raise":
+        raise ValueError(f"no customer {bytes(row.key).decode()}")
+    if kind == "type":
+        return len(out.value)  # an int: not a value Kafka can carry
+    if kind == "large":
+        return eos.Output(value=out.value * (2**20 // len(out.value) + 1), key=row.key)
+    return out
+
+
+def poison_keys(spec: str) -> dict[bytes, str]:
+    """`--poison raise:k13,type:k42`: key -> how its records fail."""
+    kinds = {}
+    for item in filter(None, spec.split(",")):
+        kind, _, key = item.partition(":")
+        if kind not in ("raise", "type", "large") or not key:
+            raise SystemExit(f"--poison: {item!r} is not raise:KEY, type:KEY or large:KEY")
+        kinds[key.encode()] = kind
+    return kinds
 
 
 def count_per_key_batch(batch, state):
@@ -133,6 +165,8 @@ def main() -> None:
     parser.add_argument("--aggregate", choices=["count", "window", "rand"], help="input_mode any")
     parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
     parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
+    parser.add_argument("--dead-letters", help="on_error='dead_letter': bad records go to this topic")
+    parser.add_argument("--poison", default="", help="with --stateful: raise:KEY,type:KEY,large:KEY")
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -141,6 +175,8 @@ def main() -> None:
         output_topic=args.output,
         commit_every=args.commit_every,
     )
+    if args.dead_letters:
+        config = attrs.evolve(config, on_error="dead_letter", dead_letter_topic=args.dead_letters)
     spark = eos.spark_session(f"pipeline-{args.app_id}", remote=args.remote)
     options = {}
     if args.max_offsets:
@@ -159,6 +195,8 @@ def main() -> None:
         config = attrs.evolve(config, input_mode="any", parts=args.parts)
     stores = {"counts": "json"}
     process = count_per_key if args.stateful else None
+    if args.stateful and args.poison:
+        process = partial(count_per_key_or_fail, poison_keys(args.poison))
     process_batch = count_per_key_batch if args.stateful_batch else None
     if args.stateful or args.stateful_batch:
         kwargs = {"process": process, "process_batch": process_batch, "stores": stores}
@@ -184,6 +222,8 @@ def main() -> None:
             "eos.state.dir": config.state_dir,
             "eos.input.mode": config.input_mode,
             "eos.parts": config.parts,
+            "eos.on.error": config.on_error,
+            **({"eos.dead.letter.topic": config.dead_letter_topic} if config.dead_letter_topic else {}),
             **{f"kafka.{key}": value for key, value in config.kafka.items()},
         }
         for key, value in options.items():

@@ -6,6 +6,8 @@
     eos transactions list [--app APP] | find-hanging | abort | describe | describe-producers
     eos state show --app APP [--state-dir DIR] [--json]
     eos state wipe --app APP --topic T --partition P [--store S] [--state-dir DIR]
+    eos dlq show --topic DLQ [--json]
+    eos dlq replay --topic DLQ --to TOPIC [--group G] [--execute]
 
 Global options (before or after the subcommand), as Kafka's tools name them: --bootstrap-server
 (alias --bootstrap-servers; default $EOS_BOOTSTRAP_SERVERS, else 127.0.0.1:9092), --command-config
@@ -20,7 +22,8 @@ line on stderr: `eos: error: ...`. docs/cli.md shows every command with its outp
 The package: `_main.py` the parser and the commands, `_base.py` exit codes, tables and offset specs
 (no broker), `_broker.py` the broker side (admin calls, Kafka's own CLI tools), `_tools.py` the jars
 those tools need (fetched on first use), `_properties.py` --command-config, `_state.py` the local
-stores on disk. The names it looks for are `eos._names`'s, as the runtime writes them.
+stores on disk, `_dlq.py` the dead-letter topic. The names it looks for are `eos._names`'s, as the
+runtime writes them.
 """
 
 from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, EXIT_USAGE

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from eos import _ledger, _names, _offsets, _parts
-from eos.cli import _properties, _state
+from eos.cli import _dlq, _properties, _state
 from eos.cli._base import (
     EARLIEST,
     EXIT_ERROR,
@@ -260,6 +260,30 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     pshow.add_argument("--app", required=True, help="app_id (the consumer group)")
     pshow.add_argument("--json", action="store_true", help="JSON instead of a table")
     pshow.set_defaults(func=cmd_parts_show)
+
+    # dlq
+    dlq = commands.add_parser("dlq", help='the dead-letter topic of on_error="dead_letter"')
+    dlq_cmd = dlq.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    dshow = leaf(
+        dlq_cmd, "show", "dead letters grouped by error: count, first and last input record, message"
+    )
+    dshow.add_argument("--topic", required=True, help="the dead-letter topic")
+    dshow.add_argument("--json", action="store_true", help="JSON instead of a table")
+    dshow.set_defaults(func=_dlq.cmd_dlq_show)
+    replay = leaf(
+        dlq_cmd,
+        "replay",
+        "copy dead letters (key, value, input headers) to a topic, exactly once per replay group;"
+        " a dry run unless --execute",
+    )
+    replay.add_argument("--topic", required=True, help="the dead-letter topic")
+    replay.add_argument("--to", required=True, help="where the copies go (the input topic, a retry topic)")
+    replay.add_argument(
+        "--group",
+        help="replay group: where it resumes (default eos-dlq-replay.<topic>; its transactional.id)",
+    )
+    replay.add_argument("--execute", action="store_true", help="copy (default: say what would be copied)")
+    replay.set_defaults(func=_dlq.cmd_dlq_replay)
     return parser
 
 

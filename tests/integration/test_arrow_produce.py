@@ -163,3 +163,54 @@ def test_a_fenced_producer_writing_arrow_columns_commits_nothing(bootstrap, name
         assert _by_partition(bootstrap, output) == {}
     finally:
         winner.close()
+
+
+@pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "loop"])
+def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstrap, names, calls, arrow):
+    """on_error="dead_letter" in a partition task on both paths: the refused record's dead letter (its
+    too-large value left out, its size and input offset named) commits with every other record's output
+    and the input offset, in one transaction."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from eos._arrow import Layout
+    from eos._task import Job, PartitionTask
+
+    source, output, dead_letters = names("in"), names("out"), names("dlq")
+    for topic in (source, output, dead_letters):
+        testing.create_topic(bootstrap, topic, 1)
+    n, bad = 20_000, 12_345
+    values = [b"x" * 5_000 if i == bad else b"%08d" % i for i in range(n)]
+    rows = pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array([source] * n, pa.string()),
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(n), pa.int64()),
+            "value": pa.array(values, pa.binary()),
+        }
+    )
+    config = _config(
+        bootstrap,
+        names,
+        output,
+        arrow_produce=arrow,
+        producer={"message.max.bytes": 4_000, "batch.size": 4_000},
+        on_error="dead_letter",
+        dead_letter_topic=dead_letters,
+    )
+    stats = PartitionTask(Job(config, 3, Layout(value="value")), source, 0).run([rows])
+    assert (stats.dead_letters, stats.records_out, stats.transactions) == (1, n - 1, 1)
+    assert bool(calls) is arrow
+    assert [v for _, v in _by_partition(bootstrap, output)[0]] == values[:bad] + values[bad + 1 :]
+    [letter], hanging = testing.read_topic(
+        bootstrap, dead_letters, marker=testing.write_markers(bootstrap, dead_letters)
+    )
+    headers = dict(letter.headers)
+    assert (letter.value, hanging) == (None, [])
+    assert (headers["__eos.errors.offset"], headers["__eos.errors.value.bytes"]) == (b"12345", b"5000")
+    assert headers["__eos.errors.kind"] == b"ProduceError"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
+    try:
+        [committed] = consumer.committed([TopicPartition(source, 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed.offset == n

@@ -395,3 +395,59 @@ def test_transactional_id_is_a_pure_function_of_app_topic_partition():
     }
     assert len(ids) == 6
     assert "orders-enricher" in a.transactional_id("in", 3)
+
+
+# -- on_error ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"on_error": "skip"}, "on_error"),
+        ({"on_error": "dead_letter"}, "dead_letter_topic"),
+        ({"on_error": "dead_letter", "dead_letter_topic": "bad name!"}, "dead_letter_topic"),
+        ({"on_error": "dead_letter", "dead_letter_topic": "out"}, "dead_letter_topic"),
+        ({"on_error": "dead_letter", "dead_letter_topic": "dlq", "input_mode": "any"}, "on_error"),
+        (
+            {"on_error": "dead_letter", "dead_letter_topic": "dlq", "max_dead_letters_per_batch": 0},
+            "max_dead_letters_per_batch",
+        ),
+    ],
+    ids=["unknown", "no-topic", "illegal-topic", "the-output-topic", "input-mode-any", "bound-zero"],
+)
+def test_on_error_settings_are_checked_naming_the_field(overrides, field):
+    with pytest.raises(eos.ConfigError) as info:
+        eos.Config(bootstrap_servers="b:1", app_id="a", output_topic="out", **overrides)
+    assert info.value.field == field
+
+
+def test_dead_letters_are_set_the_same_through_every_constructor():
+    expected = eos.Config(
+        bootstrap_servers="b:1",
+        app_id="a",
+        output_topic="out",
+        on_error="dead_letter",
+        dead_letter_topic="a-dlq",
+        max_dead_letters_per_batch=7,
+    )
+    env = {
+        "EOS_BOOTSTRAP_SERVERS": "b:1",
+        "EOS_APP_ID": "a",
+        "EOS_OUTPUT_TOPIC": "out",
+        "EOS_ON_ERROR": "dead_letter",
+        "EOS_DEAD_LETTER_TOPIC": "a-dlq",
+        "EOS_MAX_DEAD_LETTERS_PER_BATCH": "7",
+    }
+    base = {"bootstrap.servers": "b:1", "app.id": "a", "output.topic": "out", "on.error": "dead_letter"}
+    assert eos.Config.from_env(env) == expected
+    assert (
+        eos.Config.from_properties({**base, "dead.letter.topic": "a-dlq", "max.dead.letters.per.batch": "7"})
+        == expected
+    )
+    # Kafka Streams' name for the topic (KIP-1034)
+    assert (
+        eos.Config.from_properties(
+            {**base, "errors.dead.letter.queue.topic.name": "a-dlq", "max.dead.letters.per.batch": "7"}
+        )
+        == expected
+    )

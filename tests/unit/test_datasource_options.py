@@ -76,6 +76,7 @@ def test_own_options():
         ({**GOOD, "kafka.group.id": "other"}, "kafka.group.id"),
         ({**GOOD, "eos.input.filtered": "maybe"}, "eos.input.filtered"),
         ({**GOOD, "eos.ledger.retain": "0"}, "eos.ledger.retain"),
+        ({**GOOD, "eos.on.error": "dead_letter"}, "eos.dead.letter.topic"),
     ],
 )
 def test_a_bad_option_is_named(options, named):
@@ -83,6 +84,15 @@ def test_a_bad_option_is_named(options, named):
         settings_of(options)
     assert info.value.field == named, str(info.value)
     assert f"'{named}'" in str(info.value)
+
+
+def test_dead_letter_options_make_the_config():
+    config = settings_of({**GOOD, "eos.on.error": "dead_letter", "eos.dead.letter.topic": "dlq"}).config
+    assert (config.on_error, config.dead_letter_topic, config.max_dead_letters_per_batch) == (
+        "dead_letter",
+        "dlq",
+        100,
+    )
 
 
 def test_ledger_appends_attempts_and_keeps_the_last_batches(tmp_path, capsys):

@@ -38,6 +38,7 @@ class FakeKafka:
         self.offsets: dict[tuple[str, int], int] = {}
         self.offset_commits: list[int] = []
         self.events: list[tuple] = []
+        self.produced: list[tuple[str, Output]] = []  # every produce() call's record, aborted ones too
         self.kept: FakeProducer | None = (
             None  # handed out by acquire() as a producer kept from an earlier task
         )
@@ -104,6 +105,7 @@ class FakeProducer:
 
     def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
         self._step("produce", self.fail_at_offset.get(in_offset))
+        self.kafka.produced.append((topic, out))
         self._record((topic, out.value, in_offset))
 
     def produce_outputs(self, outputs, in_topic, in_partition) -> int:
@@ -125,7 +127,8 @@ class FakeProducer:
 
     def flush_and_check(self, in_topic, in_partition) -> None:
         self._step("flush")
-        refused = sorted(o for _, _, o in self.open if o in self.undeliverable)
+        # a record's dead letter (topic "dlq") is delivered where its output was refused
+        refused = sorted(o for t, _, o in self.open if o in self.undeliverable and t != "dlq")
         if refused:
             if not self.exact:
                 raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
@@ -137,6 +140,7 @@ class FakeProducer:
                 partition=in_partition,
                 offset=refused[0],
                 candidates=tuple(refused),
+                poison=True,  # as a record too large for the topic is
             )
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
@@ -763,3 +767,148 @@ def test_rows_out_of_order_fail_the_partition_before_anything_of_that_run_commit
     with pytest.raises(eos.InputOrderError, match="strictly increasing"):
         list(run_partition(Job(config(commit_every=2), 7, LAYOUT), iter([batch])))
     assert kafka.outputs == [] and kafka.offsets == {}
+
+
+# -- on_error="dead_letter" ------------------------------------------------------------------------------
+
+DLQ = "dlq"
+
+
+def dead_letter_config(**kw) -> eos.Config:
+    return config(on_error="dead_letter", dead_letter_topic=DLQ, **kw)
+
+
+def last_letter(kafka: FakeKafka) -> Output:
+    """The last dead letter produced (committed or not)."""
+    return [out for topic, out in kafka.produced if topic == DLQ][-1]
+
+
+def committed(kafka: FakeKafka, topic: str) -> list[int]:
+    """The input offsets whose records reached `topic`, committed."""
+    return [o for t, _, o in kafka.outputs if t == topic]
+
+
+def test_a_record_whose_process_raises_becomes_a_dead_letter_in_the_same_transaction(kafka):
+    def process(row, state):
+        if row[2] in (3, 7):
+            raise ValueError(f"bad record {row[2]}")
+        return row[3]
+
+    t = task(dead_letter_config(), process)
+    stats = t.run([rows(range(10))])
+    assert committed(kafka, "out") == [0, 1, 2, 4, 5, 6, 8, 9]
+    assert committed(kafka, DLQ) == [3, 7]
+    assert kafka.offset_commits == [10], "outputs, dead letters and the offset: one transaction"
+    assert (stats.dead_letters, stats.records_out, stats.transactions, stats.aborted) == (2, 8, 1, 2)
+    assert last_letter(kafka).value == value(7), "a dead letter carries the input row's value"
+    letter = dict(last_letter(kafka).headers)
+    assert letter["__eos.errors.exception"] == b"ValueError"
+    assert letter["__eos.errors.kind"] == b"ProcessError"
+    assert b"bad record 7" in letter["__eos.errors.message"]
+    assert (letter["__eos.errors.topic"], letter["__eos.errors.partition"]) == (IN.encode(), b"0")
+    assert (letter["__eos.errors.offset"], letter["__eos.errors.batch.id"]) == (b"7", b"7")
+    assert letter["__eos.errors.app.id"] == b"app"
+    assert b"raise ValueError" in letter["__eos.errors.stacktrace"]
+
+
+def test_dead_letters_past_the_bound_fail_the_batch_and_commit_nothing(kafka):
+    def process(row, state):
+        if row[2] % 2:
+            raise ValueError("odd")
+        return row[3]
+
+    with pytest.raises(eos.TooManyDeadLettersError, match="max_dead_letters_per_batch \\(2\\)") as info:
+        run(dead_letter_config(max_dead_letters_per_batch=2), range(10), process=process)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (IN, 0, 5)
+    assert kafka.outputs == [] and kafka.offsets == {}
+
+
+def test_on_error_fail_is_unchanged_by_a_dead_letter_topic(kafka):
+    cfg = config(dead_letter_topic=DLQ)
+    with pytest.raises(eos.ProcessError):
+        run(cfg, range(3), process=lambda row, state: 1 / 0 if row[2] == 1 else row[3])
+    assert kafka.outputs == []
+
+
+def test_process_batch_raising_is_called_row_by_row_to_find_the_record_then_whole_again(kafka):
+    calls = []
+
+    def upper(batch, state):
+        offsets = batch.column("offset").to_pylist()
+        calls.append(offsets)
+        if 2 in offsets:
+            raise KeyError("no such customer")
+        return pa.RecordBatch.from_pydict({"value": [v.upper() for v in batch.column("value").to_pylist()]})
+
+    stats = task(dead_letter_config(commit_every=4), process_batch=upper).run([rows(range(8))])
+    assert committed(kafka, DLQ) == [2]
+    assert [v for t, v, _ in kafka.outputs if t == "out"] == [value(o).upper() for o in (0, 1, 3, 4, 5, 6, 7)]
+    assert calls == [[0, 1, 2, 3], [0], [1], [2], [0], [1], [3], [4, 5, 6, 7]], (
+        "whole, then one row at a time to find the record, then without it; the next transaction whole"
+    )
+    assert (stats.dead_letters, kafka.offset_commits) == (1, [4, 8])
+    assert dict(last_letter(kafka).headers)["__eos.errors.exception"] == b"KeyError"
+
+
+def test_process_batch_returning_the_wrong_shape_is_not_a_bad_record(kafka):
+    with pytest.raises(eos.ProcessError, match="no 'value' column"):
+        task(
+            dead_letter_config(), process_batch=lambda b, s: pa.RecordBatch.from_pydict({"key": [b"k"]})
+        ).run([rows(range(3))])
+    assert kafka.outputs == []
+
+
+def test_a_record_the_client_refuses_becomes_a_dead_letter_and_a_missing_topic_does_not(kafka):
+    cfg = dead_letter_config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    too_large = eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True)
+    producer.fail_at_offset[1] = [too_large]
+    stats = task(cfg).run([rows(range(3))])
+    assert (committed(kafka, "out"), committed(kafka, DLQ), stats.dead_letters) == ([0, 2], [1], 1)
+
+    kafka.outputs.clear()
+    kafka.offsets.clear()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    missing = eos.ProduceError("output topic 'x' is not available", topic=IN, partition=0, offset=1)
+    producer.fail_at_offset[1] = [missing]
+    with pytest.raises(eos.ProduceError, match="not available"):
+        task(cfg).run([rows(range(3))])
+    assert kafka.outputs == []
+
+
+def test_a_delivery_refused_in_a_whole_record_batch_is_narrowed_then_dead_lettered(kafka):
+    cfg = dead_letter_config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.undeliverable, producer.batch_refusal = {6}, True
+    stats = task(cfg).run([rows(range(10))])
+    assert committed(kafka, "out") == [o for o in range(10) if o != 6]
+    assert committed(kafka, DLQ) == [6]
+    assert (stats.dead_letters, kafka.offset_commits) == (1, [10])
+
+
+def test_a_dead_letter_refused_too_fails_the_batch_naming_both_errors(kafka):
+    cfg = dead_letter_config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.fail_at_offset[1] = [
+        eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True),
+        eos.ProduceError("dead letter too large", topic=IN, partition=0, offset=1, poison=True),
+    ]
+    with pytest.raises(eos.ProduceError, match="dead letter of this record was refused too") as info:
+        task(cfg).run([rows(range(3))])
+    assert info.value.offset == 1 and "too large" in str(info.value)
+    assert kafka.outputs == []
+
+
+def test_a_pass_through_value_refused_as_too_large_reaches_the_dead_letter_topic_without_it(kafka):
+    from confluent_kafka import KafkaError
+
+    cfg = dead_letter_config()
+    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    producer.fail_at_offset[1] = [
+        eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True, kafka_error=error)
+    ]
+    task(cfg).run([rows(range(3))])
+    letter = last_letter(kafka)
+    assert letter.value is None
+    assert dict(letter.headers)["__eos.errors.value.bytes"] == str(len(value(1))).encode()
