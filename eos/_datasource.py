@@ -146,6 +146,13 @@ def settings_of(options: Mapping[str, str]) -> Settings:
         config = Config.from_properties(properties, kafka=clients)
     except ConfigError as exc:
         raise ConfigError(_option_name(exc.field), exc.reason) from None
+    if config.metrics_port is not None:
+        raise ConfigError(
+            "eos.metrics.port",
+            'format("eos") commits each batch in a short-lived Python worker, where no endpoint would'
+            " stay up: its figures are in the ledger (eos ledger show) and the logs. The Prometheus"
+            " endpoint serves foreachBatch(eos.sink(config))",
+        )
     try:
         retain = int(own["eos.ledger.retain"])
     except ValueError:

@@ -32,7 +32,7 @@ import pyarrow as pa
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
 from eos._task import Job, OnCommit, PartitionTask, Process
 from eos.config import Config
-from eos.errors import BatchSchemaError, InputOrderError
+from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 from eos.sink import batch_layout, input_column, missing_input_column, store_specs
 from eos.state import StoreSpec
 
@@ -57,6 +57,12 @@ class ForeachWriter:
         *,
         input_filtered: bool = False,
     ) -> None:
+        if config.metrics_port is not None:
+            raise ConfigError(
+                "metrics_port",
+                "foreach_writer has no driver-side batch to take figures from: its figures are in the"
+                " logs and on_commit. The Prometheus endpoint serves foreachBatch(eos.sink(config))",
+            )
         self.config = config
         self.process_row = process
         self.stores = store_specs(process, None, stores)

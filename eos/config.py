@@ -91,6 +91,19 @@ def _boolean(instance: Config, attribute: attrs.Attribute, value: bool) -> None:
         raise ConfigError(attribute.name, f"must be true or false, got {value!r}")
 
 
+def _port(value: Any) -> int | None:
+    """`metrics_port`: None, or a port number (from the environment or a dotted key: its text)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        port = int(value.strip()) if isinstance(value, str) else value
+    except ValueError:
+        raise ConfigError("metrics_port", f"{value!r} is not a port number") from None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigError("metrics_port", f"{value!r} is not a port number (0-65535)")
+    return port
+
+
 def _non_negative(instance: Config, attribute: attrs.Attribute, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(attribute.name, f"must be an integer >= 0, got {value!r}")
@@ -158,6 +171,10 @@ class Config:
     #: on_error="dead_letter": past this many bad records of one input partition in one batch, the batch
     #: fails anyway (a broken deploy does not route a whole topic to the dead-letter topic).
     max_dead_letters_per_batch: int = attrs.field(default=100, validator=_positive)
+    #: Prometheus metrics of the sink (README "Metrics"), in prometheus_client's default registry, served
+    #: over HTTP on this port of the process where the sink runs; 0: recorded, not served (the application
+    #: serves the registry); None: none.
+    metrics_port: int | None = attrs.field(default=None, converter=_port)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1
     #: Extra topic configs for the changelog topics eos creates (cleanup.policy is always compact).

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from eos import _cluster, _offsets, _partitioning, _parts
+from eos import _cluster, _metrics, _offsets, _partitioning, _parts
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._log import get_logger
@@ -122,6 +122,7 @@ class Sink:
             )
         self.history_size = history_size
         self._cluster_checked = False
+        self._metrics = False  # whether this process records the sink's metrics (`metrics_port`)
         #: whether batches without lineage (Spark Connect) are regrouped: from the first whose tasks found
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
@@ -156,6 +157,9 @@ class Sink:
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
+        if self.config.metrics_port is not None and not self._metrics:
+            _metrics.enable(self.config)  # where the sink runs (the Connect server under Spark Connect)
+            self._metrics = True
         if self.config.input_mode == "any":
             self._write_parts(batch_df, batch_id, layout, columns, started)
             return
@@ -254,6 +258,12 @@ class Sink:
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped=True))  # P3
 
     def _record(self, summary: BatchSummary) -> None:
+        if self._metrics:
+            tps = [(s["topic"], s["partition"]) for s in summary.per_partition]
+            if self.config.input_mode != "kafka":
+                tps = []  # parts, not input partitions: no input offsets to measure a lag with
+            ends = _offsets.log_offsets(self.config, tps, latest=True, log=self.log) if tps else {}
+            _metrics.record(self.config, summary, ends)
         self.history.append(summary)  # a bounded deque: the oldest summary goes
         self.log.info("batch written", **summary.as_dict())
         if self.on_batch is not None:

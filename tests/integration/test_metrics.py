@@ -85,3 +85,76 @@ def test_on_commit_hook_and_listener_summaries(spark, bootstrap, names, checkpoi
     assert sorted(s["batch_id"] for s in seen) == [s.batch_id for s in sink.history]
     assert sum(s["records_out"] for s in seen) == PARTITIONS * PER_PARTITION
     assert sum(s["transactions"] for s in seen) == len(commits)
+
+
+def test_prometheus_endpoint_shows_a_running_querys_figures(spark, bootstrap, names, checkpoint_dir):
+    """metrics_port: the figures of a running query, scraped over HTTP and parsed with prometheus_client's
+    own parser, equal the sink's batch summaries; the input lag is the end offset minus what eos
+    committed as of the batch the endpoint names."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from eos._localbroker import free_port
+    from eos._metrics import next_offset
+
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, PARTITIONS)
+    testing.create_topic(bootstrap, output, PARTITIONS)
+    testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    port = free_port()
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        metrics_port=port,
+    )
+    sink = eos.sink(config)
+    df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=1_000)
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint_dir))
+        .trigger(processingTime="2 seconds")
+        .start()
+    )
+
+    def scrape() -> dict[tuple[str, tuple], float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return {
+            (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "app_id"))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.labels.get("app_id") == config.app_id
+        }
+
+    try:
+        deadline = time.monotonic() + 120
+        while not sink.history and time.monotonic() < deadline:
+            time.sleep(0.2)
+        first = scrape()  # after batch 0 (of 1,000 records out of 3,000): a lag to see
+        batch = int(first[("eos_last_batch_id", ())])
+        summary = sink.summary(batch)
+        for stats in summary.per_partition:
+            labels = (("partition", str(stats["partition"])), ("topic", source))
+            assert first[("eos_input_lag_records", labels)] == PER_PARTITION - next_offset(stats)
+        query.processAllAvailable()
+        figures = scrape()  # the query still running
+        assert query.isActive
+    finally:
+        query.stop()
+
+    history = list(sink.history)
+    assert figures[("eos_batches_total", ())] == len(history)
+    assert figures[("eos_last_batch_id", ())] == history[-1].batch_id
+    assert figures[("eos_batch_seconds_count", ())] == len(history)
+    for partition in range(PARTITIONS):
+        labels = (("partition", str(partition)), ("topic", source))
+        mine = [s for b in history for s in b.per_partition if s["partition"] == partition]
+        assert figures[("eos_records_in_total", labels)] == PER_PARTITION
+        assert figures[("eos_records_out_total", labels)] == PER_PARTITION
+        assert figures[("eos_transactions_total", labels)] == sum(s["transactions"] for s in mine)
+        assert figures[("eos_input_lag_records", labels)] == 0
+        assert figures[("eos_commit_seconds_total", labels)] > 0
+    assert first[("eos_input_lag_records", (("partition", "0"), ("topic", source)))] > 0

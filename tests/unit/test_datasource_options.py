@@ -76,6 +76,7 @@ def test_own_options():
         ({**GOOD, "kafka.group.id": "other"}, "kafka.group.id"),
         ({**GOOD, "eos.input.filtered": "maybe"}, "eos.input.filtered"),
         ({**GOOD, "eos.ledger.retain": "0"}, "eos.ledger.retain"),
+        ({**GOOD, "eos.metrics.port": "9108"}, "eos.metrics.port"),
         ({**GOOD, "eos.on.error": "dead_letter"}, "eos.dead.letter.topic"),
     ],
 )
