@@ -13,6 +13,8 @@ from eos._arrow import Outputs
 from eos.errors import ProduceError
 
 SOURCE = "in-topic"
+#: producer settings under which a 5,000-byte record is refused at once (librdkafka's message.max.bytes)
+SMALL_MESSAGES = {"message.max.bytes": 4_000, "batch.size": 4_000}
 
 
 @pytest.fixture
@@ -133,7 +135,7 @@ def test_a_record_refused_at_once_is_named_and_nothing_is_committed(bootstrap, n
         names,
         output,
         arrow_produce=arrow,
-        producer={"message.max.bytes": 4_000, "batch.size": 4_000},
+        producer=SMALL_MESSAGES,
     )
     with pytest.raises(ProduceError) as failed:
         _write(config, _outputs(values, None, output, first=1_000), names("tid"))
@@ -193,7 +195,7 @@ def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstra
         names,
         output,
         arrow_produce=arrow,
-        producer={"message.max.bytes": 4_000, "batch.size": 4_000},
+        producer=SMALL_MESSAGES,
         on_error="dead_letter",
         dead_letter_topic=dead_letters,
     )
