@@ -103,7 +103,7 @@ def dead_letters(bootstrap: str, source: str, run_id: str, workdir: Path, sent) 
         "--max-offsets",
         "5000",
         "--poison",
-        f"raise:{POISON}",
+        f"raise:{POISON.decode()}",
     ]
     for flag, value in (
         ("--bootstrap", bootstrap),
