@@ -79,9 +79,13 @@ def cmd_dlq_show(args, config: Config, broker: Broker) -> int:
     count = broker.require_topics([args.topic])[args.topic]
     consumer = _consumer(config, default_group(args.topic))
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    others = 0
     try:
         for msg in _letters(consumer, args.topic, count, {}, args.timeout):
             e = _errors(msg)
+            if "kind" not in e:
+                others += 1  # not written by eos: no __eos.errors.* headers
+                continue
             key = (e.get("exception", "?"), e.get("kind", "?"), e.get("topic", "?"))
             at = f"{e.get('partition', '?')}@{e.get('offset', '?')}"
             group = groups.setdefault(
@@ -101,6 +105,7 @@ def cmd_dlq_show(args, config: Config, broker: Broker) -> int:
                 {
                     "topic": args.topic,
                     "dead_letters": sum(g["count"] for g in groups.values()),
+                    "other_records": others,
                     "errors": [
                         {
                             "exception": exc,
@@ -124,6 +129,8 @@ def cmd_dlq_show(args, config: Config, broker: Broker) -> int:
         for (exc, kind, topic), g in rows
     ]
     print(format_table(["EXCEPTION", "KIND", "INPUT TOPIC", "COUNT", "FIRST", "LAST", "MESSAGE"], table))
+    if others:
+        print(f"{others} other records in {args.topic}: not eos dead letters (no __eos.errors.* headers)")
     return EXIT_OK
 
 
@@ -139,7 +146,7 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     committed = {tp[1]: offset for tp, offset in broker.committed(group).items() if tp[0] == args.topic}
     consumer = _consumer(config, group)
     producer = None
-    copied, valueless, chunk = 0, 0, 0
+    copied, valueless, others, chunk = 0, 0, 0, 0
     try:
         if args.execute:
             settings = _clients.producer_settings(config, group)
@@ -155,7 +162,9 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
                 _kafka.call(producer.begin_transaction, what="begin_transaction", timeout_s=args.timeout)
             chunk += 1
             headers = msg.headers() or []
-            if any(k == _deadletter.VALUE_BYTES for k, _ in headers):
+            if not any(k == _deadletter.KIND for k, _ in headers):
+                others += 1  # not an eos dead letter
+            elif any(k == _deadletter.VALUE_BYTES for k, _ in headers):
                 valueless += 1  # its value was left out (too large): nothing to replay
             else:
                 if producer is not None:
@@ -173,6 +182,8 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     print(f"{verb} {copied} dead letters of {args.topic} to {args.to} (replay group {group}{dry})")
     if valueless:
         print(f"{valueless} dead letters carry no value (refused as too large) and stay in {args.topic} only")
+    if others:
+        print(f"{others} other records in {args.topic} are not eos dead letters and were not copied")
     return EXIT_OK
 
 

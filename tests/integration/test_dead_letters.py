@@ -136,19 +136,21 @@ def test_dlq_show_groups_dead_letters_and_replay_copies_them_once(bootstrap, nam
     aborted.flush(30)
     aborted.abort_transaction(30)
 
+    testing.write_markers(bootstrap, dead_letters)  # a record of another writer: not a dead letter
     shown = json.loads(ok(cli(bootstrap, "dlq", "show", "--topic", dead_letters, "--json")))
-    assert shown["dead_letters"] == 12
+    assert (shown["dead_letters"], shown["other_records"]) == (12, 1)
     assert [(e["exception"], e["count"], e["first"], e["last"]) for e in shown["errors"]] == [
         ("ValueError", 10, "0@3", "0@48"),
         ("eos.errors.OutputTypeError", 2, "0@7", "0@21"),
     ]
     table = ok(cli(bootstrap, "dlq", "show", "--topic", dead_letters))
-    assert "no customer k3" in table and "EXCEPTION" in table
+    assert "no customer k3" in table and "EXCEPTION" in table and "1 other records" in table
 
     replay = ("dlq", "replay", "--topic", dead_letters, "--to", retry)
     assert "would replay 12" in ok(cli(bootstrap, *replay))
     assert testing.read_topic(bootstrap, retry)[0] == []
-    assert "replayed 12" in ok(cli(bootstrap, *replay, "--execute"))
+    executed = ok(cli(bootstrap, *replay, "--execute"))
+    assert "replayed 12" in executed and "1 other records" in executed
     assert "replayed 0" in ok(cli(bootstrap, *replay, "--execute")), "a second replay copied again"
     copies, hanging = testing.read_topic(bootstrap, retry, marker=testing.write_markers(bootstrap, retry))
     expected = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(n) if i % 5 == 3 or i in (7, 21)]
