@@ -293,7 +293,7 @@ class _Writer(*_WRITER_BASES):
             records_out=sum(p["records_out"] for p in partitions),
             skipped=sum(p["skipped"] for p in partitions),
             transactions=sum(p["transactions"] for p in partitions),
-            dead_letters=sum(p.get("dead_letters") or 0 for p in partitions),
+            dead_letters=sum(p["dead_letters"] for p in partitions),
         )
         if self.settings.ledger is None:
             return

@@ -81,7 +81,7 @@ def record(config: Config, summary, ends: Mapping[tuple[str, int], int]) -> None
     for stats in summary.per_partition:
         labels = (app, stats["topic"], str(stats["partition"]))
         for name, key, _ in _COUNTERS:
-            value = stats.get(key) or 0
+            value = stats[key]
             if value:
                 _families[name].labels(*labels).inc(value)
         committed = next_offset(stats)

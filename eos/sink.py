@@ -291,7 +291,7 @@ class Sink:
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
             regrouped=regrouped,
-            dead_letters=sum(s.get("dead_letters") or 0 for s in stats),
+            dead_letters=total("dead_letters"),
         )
 
 

@@ -70,6 +70,11 @@ def parse_offset_spec(text: str) -> str | dict[str, dict[int, int]]:
     return spec
 
 
+def print_json(value: Any) -> None:
+    """A command's result as indented JSON (`--json`)."""
+    print(json.dumps(value, indent=2))
+
+
 def show(value: Any) -> str:
     """A cell: None is shown as "-"."""
     return "-" if value is None else str(value)

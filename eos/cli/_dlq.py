@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from eos import _clients, _deadletter, _kafka
-from eos.cli._base import EXIT_OK, EXIT_UNREACHABLE, CliError, format_table
+from eos.cli._base import EXIT_OK, EXIT_UNREACHABLE, CliError, format_table, print_json
 from eos.cli._broker import Broker
 from eos.config import Config
 
@@ -98,30 +98,25 @@ def cmd_dlq_show(args, config: Config, broker: Broker) -> int:
         consumer.close()
     rows = sorted(groups.items(), key=lambda item: -item[1]["count"])
     if args.json:
-        import json
-
-        print(
-            json.dumps(
-                {
-                    "topic": args.topic,
-                    "dead_letters": sum(g["count"] for g in groups.values()),
-                    "other_records": others,
-                    "errors": [
-                        {
-                            "exception": exc,
-                            "kind": kind,
-                            "input_topic": topic,
-                            "count": g["count"],
-                            "first": g["first"],
-                            "last": g["last"],
-                            "batches": len(g["batches"]),
-                            "message": g["message"],
-                        }
-                        for (exc, kind, topic), g in rows
-                    ],
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "topic": args.topic,
+                "dead_letters": sum(g["count"] for g in groups.values()),
+                "other_records": others,
+                "errors": [
+                    {
+                        "exception": exc,
+                        "kind": kind,
+                        "input_topic": topic,
+                        "count": g["count"],
+                        "first": g["first"],
+                        "last": g["last"],
+                        "batches": len(g["batches"]),
+                        "message": g["message"],
+                    }
+                    for (exc, kind, topic), g in rows
+                ],
+            }
         )
         return EXIT_OK
     table = [

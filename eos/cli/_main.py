@@ -27,6 +27,7 @@ from eos.cli._base import (
     format_table,
     lag,
     parse_offset_spec,
+    print_json,
 )
 from eos.cli._broker import Broker, open_transactions
 from eos.config import Config
@@ -323,10 +324,6 @@ def build_config(
 # -- output -----------------------------------------------------------------------------------------
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2))
-
-
 def _arrow_table(rows: Sequence[tuple[str, int, int | None, int]]) -> str:
     return format_table(
         ["TOPIC", "PARTITION", "OLD", "", "NEW"], [(t, p, old, "->", new) for t, p, old, new in rows]
@@ -364,7 +361,7 @@ def cmd_offsets_show(args, config: Config, broker: Broker) -> int:
         for t, p in tps
     ]
     if args.json:
-        _print_json(
+        print_json(
             {
                 "app": app,
                 "partitions": [
@@ -398,7 +395,7 @@ def cmd_parts_show(args, config: Config, broker: Broker) -> int:
             rows.append((part, progress.batch_id, d.rows, progress.parts, d.text()))
     if args.json:
         keys = ("part", "batch", "rows", "parts", "digest")
-        _print_json({"app": app, "topic": topic, "parts": [dict(zip(keys, r, strict=True)) for r in rows]})
+        print_json({"app": app, "topic": topic, "parts": [dict(zip(keys, r, strict=True)) for r in rows]})
     else:
         print(format_table(["PART", "BATCH", "ROWS", "PARTS", "DIGEST"], rows))
     return EXIT_OK
@@ -508,7 +505,7 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     if not dry_run and new:
         broker.alter(app, new)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "app": app,
                 "dry_run": dry_run,
@@ -611,7 +608,7 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
                 f" and there is no state under {where}",
             )
         if args.json:
-            _print_json({"app": app, "state_dir": str(config.state_dir), "stores": []})
+            print_json({"app": app, "state_dir": str(config.state_dir), "stores": []})
         else:
             print(f"no local state for app {app!r} under {where}")
         return EXIT_OK
@@ -622,7 +619,7 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
         changelog = changelogs[(s.topic, s.store)]
         records.append((s, changelog, ends.get((changelog, s.partition))))
     if args.json:
-        _print_json(
+        print_json(
             {
                 "app": app,
                 "state_dir": str(config.state_dir),

@@ -40,6 +40,7 @@ def stats(batch_id: int, partitions: int = 4) -> list[dict]:
             "last_offset": batch_id * 1_000 + 999,
             "committed_before": batch_id * 1_000,
             "restored": 0,
+            "dead_letters": 0,
         }
         for p in range(partitions)
     ]
