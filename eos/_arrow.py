@@ -206,13 +206,21 @@ _KINDS = {
 
 
 def batch_outputs(
-    result: Any, *, default_topic: str | None, topic: str, partition: int, first: int, last: int
+    result: Any,
+    *,
+    default_topic: str | None,
+    topic: str,
+    partition: int,
+    first: int,
+    last: int,
+    serialized: frozenset[str] = frozenset(),
 ) -> Outputs:
     """Validate what a `process_batch` call over input offsets first..last returned; its columns.
 
     The output columns are `eos.Output`'s fields: `value` (required), `key`, `headers`, `topic`,
     `partition`. Anything else raises ProcessError naming the first input record of the call (not a
-    poison record: the function's output is wrong, whatever its input).
+    poison record: the function's output is wrong, whatever its input). The fields in `serialized` may
+    have any type (a Schema Registry serializer encodes them).
     """
 
     def refuse(message: str) -> ProcessError:
@@ -242,7 +250,7 @@ def batch_outputs(
         raise refuse(f"output has no 'value' column; its columns are {names}")
     for name in names:
         column_type = result.schema.field(name).type
-        if pa.types.is_null(column_type):
+        if pa.types.is_null(column_type) or name in serialized:
             continue  # all nulls: tombstones, the default topic, the partitioner
         if name == "headers":
             if not _is_headers(column_type):

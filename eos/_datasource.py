@@ -56,7 +56,7 @@ _OWN_OPTIONS = {
     "eos.ledger.dir": None,
     "eos.ledger.retain": str(_ledger.RETAIN),
 }
-_GROUPS = ("producer.", "consumer.", "admin.")
+_GROUPS = ("producer.", "consumer.", "admin.", "schema.registry.")
 #: Spark's batch id of the micro-batch a task belongs to (a local property Spark sets per batch).
 _BATCH_ID = "streaming.sql.batchId"
 _QUERY_ID = "sql.streaming.queryId"

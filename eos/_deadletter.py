@@ -12,6 +12,7 @@ headers naming the error, named as Kafka Streams names its dead letters' (KIP-10
 
 from __future__ import annotations
 
+import json
 import traceback
 
 import pyarrow as pa
@@ -92,7 +93,7 @@ class DeadLetters:
         # the exception `process` raised (or the OutputTypeError of what it returned); a refusal's own
         # cause is the client library's exception, which says less than eos's class
         cause = exc.__cause__ if isinstance(exc, ProcessError) else None
-        fields = {name: row.column(name)[0].as_py() for name in ("key", "value") if _is_bytes(row, name)}
+        fields = {name: _as_sent(row, name) for name in ("key", "value") if name in row.schema.names}
         value = fields.get("value")
         headers = _input_headers(row)
         headers += [
@@ -119,9 +120,13 @@ class DeadLetters:
         )
 
 
-def _is_bytes(row: pa.RecordBatch, name: str) -> bool:
-    index = row.schema.get_field_index(name)
-    return index >= 0 and _arrow.is_bytes(row.schema.field(index).type)
+def _as_sent(row: pa.RecordBatch, name: str) -> bytes | str | None:
+    """Column `name` of the one-row batch as a dead letter carries it: bytes or text as they are, any
+    other type (the struct a Schema Registry serializer did not take) as JSON text."""
+    value = row.column(name)[0].as_py()
+    if value is None or _arrow.is_bytes(row.schema.field(name).type):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 def _input_headers(row: pa.RecordBatch) -> list[tuple[str, bytes | None]]:

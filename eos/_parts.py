@@ -25,11 +25,19 @@ import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from eos import _clients, _crash, _kafka, _names, _offsets, _worker
+from eos import _clients, _crash, _kafka, _names, _offsets, _schemas, _worker
 from eos import _producer as producers
 from eos._arrow import Layout, Outputs, batch_outputs, passthrough
 from eos._log import get_logger
-from eos._task import STATS_SCHEMA, Commit, OnCommit, PartitionStats, Process, ProcessBatch
+from eos._task import (
+    STATS_SCHEMA,
+    Commit,
+    OnCommit,
+    PartitionStats,
+    Process,
+    ProcessBatch,
+    serialized_fields,
+)
 from eos.config import Config
 from eos.errors import (
     FatalError,
@@ -239,6 +247,7 @@ class PartTask:
         self.stats = PartitionStats(self.topic, part, tid)
         self.tid = tid
         self.producer: producers.OutputProducer | None = None
+        self.serializers = _schemas.Serializers.of(config)
         self.started = time.monotonic()
 
     def where(self) -> str:
@@ -387,6 +396,8 @@ class PartTask:
                 self.stats.records_out += self._produce_rows(batch, digest.rows)
             else:
                 outputs = self._outputs(batch, digest.rows)
+                if self.serializers is not None:
+                    outputs = self.serializers.outputs(outputs, self.topic, self.part)
                 self.stats.records_out += producer.produce_outputs(outputs, self.topic, self.part)
             digest = digest.plus(self._hashes(batch))
         self.stats.records_in = digest.rows
@@ -474,7 +485,13 @@ class PartTask:
                     offset=first,
                 ) from exc
             return batch_outputs(
-                result, default_topic=topic, topic=self.topic, partition=self.part, first=first, last=last
+                result,
+                default_topic=topic,
+                topic=self.topic,
+                partition=self.part,
+                first=first,
+                last=last,
+                serialized=serialized_fields(self.config),
             )
         return passthrough(batch, layout, topic, offsets=pa.array(range(first, last + 1), pa.int64()))
 
@@ -495,6 +512,8 @@ class PartTask:
                     offset=first + i,
                 ) from exc
             for out in outs:
+                if self.serializers is not None:
+                    self.serializers.record(out, out.topic or default_topic, self.topic, self.part, first + i)
                 producer.produce(out, out.topic or default_topic, self.topic, self.part, first + i)
             produced += len(outs)
         return produced

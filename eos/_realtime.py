@@ -63,6 +63,12 @@ class ForeachWriter:
                 "foreach_writer has no driver-side batch to take figures from: its figures are in the"
                 " logs and on_commit. The Prometheus endpoint serves foreachBatch(eos.sink(config))",
             )
+        if config.value_serializer is not None or config.key_serializer is not None:
+            raise ConfigError(
+                "value_serializer" if config.value_serializer is not None else "key_serializer",
+                "foreach_writer does not take Schema Registry serializers yet: encode in process, or use"
+                ' foreachBatch(eos.sink(config)) or format("eos")',
+            )
         self.config = config
         self.process_row = process
         self.stores = store_specs(process, None, stores)

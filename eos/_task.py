@@ -24,7 +24,7 @@ import attrs
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 
-from eos import _arrow, _crash, _input, _offsets, _rows, _worker
+from eos import _arrow, _crash, _input, _offsets, _rows, _schemas, _worker
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._checkpoint import Checkpoint
@@ -171,6 +171,8 @@ class PartitionTask:
         self.dead = DeadLetters.of(job.config, topic, partition, job.batch_id)
         #: call process_batch one row at a time (it raised over several rows; until the next commit)
         self.one_by_one = False
+        #: value_serializer / key_serializer: the worker's Schema Registry serializers
+        self.serializers = _schemas.Serializers.of(job.config)
 
     # -- the protocol --------------------------------------------------------------------------------
 
@@ -512,6 +514,8 @@ class PartitionTask:
             outputs = self._call_process_batch(rows, _arrow.last_offset(rows, self.layout))
         else:
             outputs = _arrow.passthrough(rows, self.layout, self.config.output_topic)
+        if self.serializers is not None:
+            outputs = self.serializers.outputs(outputs, self.topic, self.partition)
         return self.producer.produce_outputs(outputs, self.topic, self.partition)
 
     def _write_dead(self, rows: pa.RecordBatch) -> int:
@@ -539,6 +543,7 @@ class PartitionTask:
             partition=self.partition,
             first=first,
             last=last,
+            serialized=serialized_fields(self.config),
         )
 
     def _process_error(
@@ -553,6 +558,7 @@ class PartitionTask:
     def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
         process, view, producer, state = self.job.process, self.view, self.producer, self.state
+        serializers = self.serializers
         layout, checkpoint = self.layout, self.checkpoint
         offsets = chunk.column(layout.offset).to_pylist()
         row_topics = chunk.column(layout.out_topic).to_pylist() if layout.out_topic else None
@@ -580,6 +586,8 @@ class PartitionTask:
             for out in outs:
                 if out.partition is None and row_partition is not None:
                     out.partition = row_partition
+                if serializers is not None:
+                    serializers.record(out, out.topic or row_topic, self.topic, self.partition, offset)
                 producer.produce(out, out.topic or row_topic, self.topic, self.partition, offset)
             checkpoint.mark(offset, 1, len(outs))
             if may_stop and checkpoint.due():
@@ -618,6 +626,11 @@ class PartitionTask:
             )
         self.pending = []
         self.checkpoint = None
+
+
+def serialized_fields(config: Config) -> frozenset[str]:
+    """The output fields a Schema Registry serializer encodes (any column type goes in)."""
+    return frozenset(f for f in ("value", "key") if getattr(config, f"{f}_serializer") is not None)
 
 
 def run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

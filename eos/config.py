@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -27,19 +27,20 @@ _GUARANTEE_ALIASES = {
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 # Every setting that can carry a secret, in librdkafka (its properties flagged _RK_SENSITIVE) and the Java
 # client (its Type.PASSWORD configs): passwords, passphrases, private keys (PEM or object), client
 # secrets, JAAS and OAUTHBEARER configs, and kinit commands that may embed credentials.
 _SECRET = re.compile(
     r"password|passphrase|secret|jaas|token|credential|private|key\.pem|keystore\.key|ssl_key$"
-    r"|oauthbearer\.config|kinit\.cmd",
+    r"|oauthbearer\.config|kinit\.cmd|user\.info",
     re.IGNORECASE,
 )
 #: Spark's plans, UI and event logs hide option values whose key or value matches this (eos sets it on
 #: the sessions it starts; Spark's default misses kafka.ssl.keystore.key, *.passphrase and the rest).
 SPARK_REDACTION_REGEX = (
     r"(?i)secret|password|passphrase|token|access[.]?key|jaas|private|key[.]pem|keystore[.]key"
-    r"|oauthbearer[.]config|kinit[.]cmd|ssl_key"
+    r"|oauthbearer[.]config|kinit[.]cmd|ssl_key|user[.]info|://[^/@]*@"
 )
 
 # Settings eos owns: letting a passthrough override them would silently break the protocol.
@@ -66,6 +67,19 @@ def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _repr_settings(settings: Mapping[str, Any]) -> str:
     return repr(redact(settings))
+
+
+def _repr_registry(settings: Mapping[str, Any]) -> str:
+    """Schema Registry settings for a repr: secrets as ***, and a URL's user:password too."""
+    shown = redact(settings)
+    if "url" in shown:
+        shown["url"] = redact_url(str(shown["url"]))
+    return repr(shown)
+
+
+def redact_url(url: str) -> str:
+    """`url` (or a comma-separated list of them) without the credentials a `user:password@` part holds."""
+    return re.sub(r"(?<=://)[^/@,]*@", REDACTED + "@", url)
 
 
 def _frozen_settings(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -102,6 +116,58 @@ def _port(value: Any) -> int | None:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
         raise ConfigError("metrics_port", f"{value!r} is not a port number (0-65535)")
     return port
+
+
+#: value_serializer / key_serializer: eos's names, and the names Kafka users know (Confluent's Java classes).
+_SERIALIZERS = {
+    "avro": "avro",
+    "protobuf": "protobuf",
+    "json_schema": "json_schema",
+    "jsonschema": "json_schema",
+    "io.confluent.kafka.serializers.kafkaavroserializer": "avro",
+    "io.confluent.kafka.serializers.protobuf.kafkaprotobufserializer": "protobuf",
+    "io.confluent.kafka.serializers.json.kafkajsonschemaserializer": "json_schema",
+}
+_BYTES_SERIALIZERS = {
+    "",
+    "bytes",
+    "none",
+    "org.apache.kafka.common.serialization.bytearrayserializer",
+    "org.apache.kafka.common.serialization.stringserializer",
+}
+_STRATEGIES = {
+    "topic": "topic",
+    "record": "record",
+    "topic_record": "topic_record",
+    "io.confluent.kafka.serializers.subject.topicnamestrategy": "topic",
+    "io.confluent.kafka.serializers.subject.recordnamestrategy": "record",
+    "io.confluent.kafka.serializers.subject.topicrecordnamestrategy": "topic_record",
+}
+
+
+def _serializer(field: str) -> Callable[[Any], str | None]:
+    def convert(value: Any) -> str | None:
+        word = "" if value is None else str(value).strip().lower()
+        if word in _BYTES_SERIALIZERS:
+            return None
+        try:
+            return _SERIALIZERS[word]
+        except KeyError:
+            raise ConfigError(
+                field, f"{value!r} is not 'avro', 'protobuf' or 'json_schema' (or None: bytes)"
+            ) from None
+
+    return convert
+
+
+def _strategy(field: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        try:
+            return _STRATEGIES[str(value).strip().lower()]
+        except KeyError:
+            raise ConfigError(field, f"{value!r} is not 'topic', 'record' or 'topic_record'") from None
+
+    return convert
 
 
 def _non_negative(instance: Config, attribute: attrs.Attribute, value: int) -> None:
@@ -171,6 +237,33 @@ class Config:
     #: on_error="dead_letter": past this many bad records of one input partition in one batch, the batch
     #: fails anyway (a broken deploy does not route a whole topic to the dead-letter topic).
     max_dead_letters_per_batch: int = attrs.field(default=100, validator=_positive)
+    #: Serialize each output's value with a Schema Registry serializer, "avro", "protobuf" or "json_schema"
+    #: (Confluent's framing: magic byte, schema id; also Confluent's Java class names); None: the value is
+    #: bytes or a string, as Spark's Kafka sink takes it. README "Schema Registry".
+    value_serializer: str | None = attrs.field(default=None, converter=_serializer("value_serializer"))
+    #: The value's schema: Avro or JSON Schema text; for "protobuf" the import path of the generated
+    #: message class (`orders_pb2.Order`). None with use_latest_version: the subject's latest schema.
+    value_schema: str | None = None
+    key_serializer: str | None = attrs.field(default=None, converter=_serializer("key_serializer"))
+    key_schema: str | None = None
+    #: How a value's subject is named: "topic" (<topic>-value), "record" (the schema's full name) or
+    #: "topic_record" (<topic>-<full name>); Confluent's strategy class names are accepted too.
+    value_subject_name_strategy: str = attrs.field(
+        default="topic", converter=_strategy("value_subject_name_strategy")
+    )
+    key_subject_name_strategy: str = attrs.field(
+        default="topic", converter=_strategy("key_subject_name_strategy")
+    )
+    #: Register the schema under its subject (the registry checks its compatibility); false: it must be
+    #: registered already. Either way it happens on the driver before any transaction.
+    auto_register_schemas: bool = attrs.field(default=True, validator=_boolean)
+    #: Write with the subject's latest schema instead of registering one (Confluent's use.latest.version).
+    use_latest_version: bool = attrs.field(default=False, validator=_boolean)
+    #: Schema Registry client settings, confluent-kafka's names: `url` (required with a serializer),
+    #: `basic.auth.user.info`, `bearer.auth.*`, `ssl.*`, `max.retries`, `timeout`, ...
+    schema_registry: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_frozen_settings, repr=_repr_registry
+    )
     #: Prometheus metrics of the sink (README "Metrics"), in prometheus_client's default registry, served
     #: over HTTP on this port of the process where the sink runs; 0: recorded, not served (the application
     #: serves the registry); None: none.
@@ -242,6 +335,7 @@ class Config:
             )
         if self.dead_letter_topic is not None and self.dead_letter_topic == self.output_topic:
             raise ConfigError("dead_letter_topic", "must not be the output topic")
+        self._check_serializers()
         if self.state_mode not in ("transactional", "wipe"):
             raise ConfigError("state_mode", f"{self.state_mode!r} is not 'transactional' or 'wipe'")
         if self.changelog_replication_factor == 0 or self.changelog_replication_factor < -1:
@@ -258,10 +352,40 @@ class Config:
                 if key in reserved:
                     raise ConfigError(f"{group}.{key}", "is set by eos and cannot be overridden")
 
+    def _check_serializers(self) -> None:
+        fields = [f for f in ("value", "key") if getattr(self, f"{f}_serializer") is not None]
+        for field in fields:
+            kind = getattr(self, f"{field}_serializer")
+            if getattr(self, f"{field}_schema") is None and (
+                kind == "protobuf" or not self.use_latest_version
+            ):
+                what = (
+                    "the import path of the generated message class" if kind == "protobuf" else "its schema"
+                )
+                raise ConfigError(f"{field}_schema", f"{field}_serializer={kind!r} needs {what}")
+            schema = getattr(self, f"{field}_schema")
+            if kind == "protobuf" and not _IMPORT_PATH.match(schema):
+                raise ConfigError(
+                    f"{field}_schema",
+                    f"{schema!r} is not the import path of a generated protobuf message class"
+                    " (module.Message)",
+                )
+            if self.output_topic is None and getattr(self, f"{field}_subject_name_strategy") != "record":
+                raise ConfigError(
+                    f"{field}_subject_name_strategy",
+                    "with output_topic_column the subject must not depend on the topic (eos registers each"
+                    " subject on the driver before any transaction, when the rows' topics are not known yet):"
+                    " use 'record'",
+                )
+        if fields and not str(self.schema_registry.get("url") or "").strip():
+            raise ConfigError(
+                "schema_registry.url", f"{fields[0]}_serializer needs the Schema Registry's URL"
+            )
+
     def __reduce__(self):
         # Spark ships the config to executors by pickle; mapping proxies do not pickle, dicts do.
         kwargs = {f.name: getattr(self, f.name) for f in attrs.fields(Config)}
-        for group in ("kafka", "producer", "consumer", "admin", "changelog_topic_config"):
+        for group in _MAPPINGS:
             kwargs[group] = dict(kwargs[group])
         return (_rebuild, (kwargs,))
 
@@ -281,11 +405,14 @@ class Config:
         (or `application.id`), ...; `producer.*`, `consumer.*`, `admin.*` go to that client and any
         other dotted key to every client (`security.protocol`, `sasl.mechanism`, ...)."""
         kwargs: dict[str, Any] = {}
-        groups: dict[str, dict[str, Any]] = {"kafka": {}, "producer": {}, "consumer": {}, "admin": {}}
+        groups: dict[str, dict[str, Any]] = {g: {} for g in _CLIENT_GROUPS}
         for key, value in properties.items():
             field = _DOTTED.get(key)
             if field is not None:
                 kwargs[field] = _coerce(field, value, key)
+                continue
+            if key.startswith(_REGISTRY_PREFIX) or key.startswith(_REGISTRY_AUTH):
+                groups["schema_registry"][key.removeprefix(_REGISTRY_PREFIX)] = value
                 continue
             prefix, _, rest = key.partition(".")
             if prefix in ("producer", "consumer", "admin") and rest:
@@ -306,9 +433,7 @@ class Config:
         """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = dict(defaults)
-        groups: dict[str, dict[str, Any]] = {
-            g: dict(kwargs.pop(g, {}) or {}) for g in ("kafka", "producer", "consumer", "admin")
-        }
+        groups: dict[str, dict[str, Any]] = {g: dict(kwargs.pop(g, {}) or {}) for g in _CLIENT_GROUPS}
         for name in _SCALAR_FIELDS:
             var = f"EOS_{name.upper()}"
             if var in env:
@@ -322,11 +447,14 @@ class Config:
         return cls(**kwargs)
 
 
-_SCALAR_FIELDS = [
-    f.name
-    for f in attrs.fields(Config)
-    if f.name not in ("kafka", "producer", "consumer", "admin", "changelog_topic_config")
-]
+#: the Mapping fields; of them, the settings of a client (`EOS_<GROUP>_*` variables, dotted prefixes)
+_MAPPINGS = ("kafka", "producer", "consumer", "admin", "schema_registry", "changelog_topic_config")
+_CLIENT_GROUPS = ("kafka", "producer", "consumer", "admin", "schema_registry")
+#: dotted keys of the Schema Registry client: `schema.registry.url`, ..., and the Java serializers'
+#: unprefixed `basic.auth.*` / `bearer.auth.*`
+_REGISTRY_PREFIX = "schema.registry."
+_REGISTRY_AUTH = ("basic.auth.", "bearer.auth.")
+_SCALAR_FIELDS = [f.name for f in attrs.fields(Config) if f.name not in _MAPPINGS]
 _INT_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("int", int)}
 _BOOL_FIELDS = {f.name for f in attrs.fields(Config) if f.type in ("bool", bool)}
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}

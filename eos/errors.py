@@ -11,6 +11,9 @@
     ├── ChangelogError          a state store's changelog topic cannot back it (too few partitions,
     │                           not compacted); raised before the store is used
     ├── StoreLockedError        another process holds a state store's lock beyond the deadline
+    ├── SchemaRegistryError     the Schema Registry refused a schema (incompatible, unknown subject, not
+    │                           authorized) or did not answer; names the subject; raised on the driver
+    │                           before any transaction (a worker's first lookup can raise it too)
     ├── NondeterministicBatchError
     │                           a re-run of a batch computed other rows for a part already committed
     │                           (input_mode "any"); names batch and part; nothing of that part written
@@ -24,6 +27,7 @@
     │   │                       the dead-letter topic); else the pipeline or the cluster is.
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
     │   ├── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
+    │   ├── SerializationError  an output does not fit its schema (value_serializer / key_serializer)
     │   ├── TooManyDeadLettersError
     │   │                       more bad records in a batch than max_dead_letters_per_batch
     │   ├── InputOrderError     an input partition's rows reached a task split or out of offset order
@@ -159,6 +163,34 @@ class ProduceError(RecordError):
         self.poison = poison
         self.kafka_error = kafka_error
         super().__init__(message, topic=topic, partition=partition, offset=offset)
+
+
+class SerializationError(RecordError):
+    """An output's value or key does not fit its Schema Registry schema (a bad record: on_error
+    ="dead_letter" routes it). `through`: the output of a `process_batch` call over input offsets
+    `offset`..`through` (which record of them is to blame is not known)."""
+
+    poison = True
+
+    def __init__(
+        self, message: str, *, topic: str, partition: int, offset: int, through: int | None = None
+    ) -> None:
+        self.through = through
+        super().__init__(message, topic=topic, partition=partition, offset=offset)
+
+
+class SchemaRegistryError(EosError):
+    """The Schema Registry refused a schema or a lookup, or could not be reached within
+    operation_timeout_ms. `status` / `error_code`: the registry's HTTP status and error code (None when
+    it did not answer)."""
+
+    def __init__(
+        self, message: str, *, subject: str | None, status: int | None = None, error_code: int | None = None
+    ) -> None:
+        self.subject = subject
+        self.status = status
+        self.error_code = error_code
+        super().__init__(message)
 
 
 class TooManyDeadLettersError(RecordError):

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from eos import _cluster, _metrics, _offsets, _partitioning, _parts
+from eos import _cluster, _metrics, _offsets, _partitioning, _parts, _schemas
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._log import get_logger
@@ -153,7 +153,7 @@ class Sink:
         started = time.monotonic()
         has_process = self.process is not None or self.process_batch is not None
         layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
-        check_output_topic(self.config)  # 2
+        check_output_topic(self.config, self.log)  # 2
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
@@ -325,12 +325,12 @@ def batch_layout(
     types = dict(dtypes)
     names = [name for name, _ in dtypes]
 
-    def check(name: str, allowed: tuple[str, ...], why: str) -> str:
+    def check(name: str, allowed: tuple[str, ...] | None, why: str) -> str:
         if name not in types:
             raise BatchSchemaError(
                 f"batch has no {name!r} column ({why}); columns are {names}. Nothing was written."
             )
-        if types[name] not in allowed:
+        if allowed is not None and types[name] not in allowed:
             raise BatchSchemaError(
                 f"column {name!r} has type {types[name]}, expected {' or '.join(allowed)}."
                 " Nothing was written."
@@ -361,9 +361,12 @@ def batch_layout(
         # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
         return Layout(out_topic=out_topic, out_partition=out_partition), names
 
-    check("value", _BYTES, "the output record's value, as in Spark's Kafka sink")
+    # A field with a Schema Registry serializer may be a struct or any type its schema describes.
+    value_types = None if config.value_serializer is not None else _BYTES
+    key_types = None if config.key_serializer is not None else _BYTES
+    check("value", value_types, "the output record's value, as in Spark's Kafka sink")
     columns = [*_INPUT, "value"] if config.input_mode == "kafka" else ["value"]
-    for name, allowed in (("key", _BYTES), ("headers", (_HEADERS,))):
+    for name, allowed in (("key", key_types), ("headers", (_HEADERS,))):
         if name in types:
             columns.append(check(name, allowed, ""))
     for name in (out_topic, out_partition):
@@ -450,11 +453,13 @@ def _first_line_naming(exc: Exception, name: str) -> str:
     )
 
 
-def check_output_topic(config: Config) -> None:
-    """D2: a broker answers and the configured output topic exists (and the dead-letter topic)."""
+def check_output_topic(config: Config, log: Any = None) -> None:
+    """D2: a broker answers and the configured output topic exists (and the dead-letter topic); the
+    configured schemas are registered (or found) in the Schema Registry."""
     _offsets.require_topics(config, [config.output_topic] if config.output_topic else [], "output")
     if config.on_error == "dead_letter":
         _offsets.require_topics(config, [config.dead_letter_topic], "dead-letter")
+    _schemas.resolve(config, log)
 
 
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).

@@ -1,0 +1,93 @@
+"""Schema Registry serialization for real: a Kafka-sourced stream whose value is a struct column, written
+as Confluent-framed Avro through the registry's HTTP API (the loopback stand-in of tests/support), records
+that do not fit the schema dead-lettered in the same transactions; read back read_committed with
+confluent-kafka's Avro deserializer."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import attrs
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyspark.sql import functions as F
+
+import eos
+from eos import testing
+from tests.support.registry import Registry
+
+PARTITIONS, PER_PARTITION = 2, 1_500
+ORDER = (
+    '{"type": "record", "name": "Order", "namespace": "shop", "fields": ['
+    '{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}'
+)
+
+
+def test_a_struct_column_is_written_as_registered_avro_and_misfits_are_dead_lettered_exactly_once(
+    spark, bootstrap, names, checkpoint_dir
+):
+    source, output, dead_letters = names("in"), names("out"), names("dlq")
+    testing.create_topic(bootstrap, source, PARTITIONS)
+    testing.create_topic(bootstrap, output, PARTITIONS)
+    testing.create_topic(bootstrap, dead_letters, 1)
+    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    bad = {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION) if o % 500 == 7}
+    with Registry(users={"spark": "s3cret"}) as registry:
+        settings = {"url": registry.url, "basic.auth.user.info": "spark:s3cret"}
+        config = eos.Config(
+            bootstrap_servers=bootstrap,
+            app_id=names("app"),
+            output_topic=output,
+            processing_guarantee="exactly_once",
+            commit_every=500,
+            value_serializer="avro",
+            value_schema=ORDER,
+            schema_registry=settings,
+            on_error="dead_letter",
+            dead_letter_topic=dead_letters,
+        )
+        df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=1_000)
+        # item is null at every 500th offset + 7: not a string, so the record does not fit the schema
+        item = F.when(F.col("offset") % 500 == 7, F.lit(None)).otherwise(F.col("value").cast("string"))
+        df = df.withColumn("value", F.struct(F.col("offset").alias("id"), item.alias("item")))
+        query = (
+            df.writeStream.foreachBatch(eos.sink(config))
+            .option("checkpointLocation", str(checkpoint_dir))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+
+        records, hanging = testing.read_topic(
+            bootstrap, output, marker=testing.write_markers(bootstrap, output)
+        )
+        deserialize = AvroDeserializer(SchemaRegistryClient(settings))
+        context = SerializationContext(output, MessageField.VALUE)
+        decoded = [
+            attrs.evolve(r, value=deserialize(r.value, context)["item"].encode()) for r in records if r.value
+        ]
+        requests = Counter(registry.requests)
+
+    good = [v for p, values in sent.items() for o, v in enumerate(values) if (p, o) not in bad]
+    result = testing.compare(good, decoded, hanging)
+    assert result.exactly_once, result  # nothing missing, nothing twice, order kept per input partition
+    assert all(r.value[0] == 0 for r in records if r.value), "Confluent framing: magic byte 0"
+
+    letters, hanging = testing.read_topic(
+        bootstrap, dead_letters, marker=testing.write_markers(bootstrap, dead_letters)
+    )
+    assert not hanging
+    letters = [r for r in letters if dict(r.headers).get("__eos.errors.kind")]
+    by_input = Counter(
+        (dict(r.headers)["__eos.errors.partition"], dict(r.headers)["__eos.errors.offset"]) for r in letters
+    )
+    assert by_input == Counter((str(p).encode(), str(o).encode()) for p, o in bad), "each once"
+    assert {dict(r.headers)["__eos.errors.kind"] for r in letters} == {b"SerializationError"}
+    assert sorted(json.loads(r.value)["id"] for r in letters) == sorted(o for _, o in bad)
+    assert {json.loads(r.value)["item"] for r in letters} == {None}, "the value that did not fit, as JSON"
+
+    assert requests[("POST", f"/subjects/{output}-value/versions")] == 1, "registered once, on the driver"
+    lookups = requests[("POST", f"/subjects/{output}-value")]
+    assert lookups <= 4, f"{lookups} lookups for {PARTITIONS * PER_PARTITION} records: one per Python worker"
