@@ -110,12 +110,6 @@ class FieldSpec:
         return parsed.get("name", parsed.get("type")) if isinstance(parsed, dict) else str(parsed)
 
     def subject(self, topic: str | None) -> str:
-        sr = _library()
-        strategy = {
-            "topic": sr.topic_subject_name_strategy,
-            "record": sr.record_subject_name_strategy,
-            "topic_record": sr.topic_record_subject_name_strategy,
-        }[self.strategy]
         name = self.record_name()
         if name is None and self.strategy != "topic":
             raise ConfigError(
@@ -124,7 +118,7 @@ class FieldSpec:
                 f" {_NAMES[self.kind]} schema has none"
                 + (" (a JSON Schema's is its 'title')" if self.kind == "json_schema" else ""),
             )
-        return strategy(_context(topic, self.field), name)
+        return _strategy(self.strategy)(_context(topic, self.field), name)
 
     def schema_object(self) -> Any:
         """The schema as the field's serializer declares it, so that a worker's lookup finds what the
@@ -133,6 +127,16 @@ class FieldSpec:
         if self.kind == "avro" and text[:1] not in ("{", "["):
             text = '{"type":' + text + "}"
         return _library().Schema(text, _TYPES[self.kind])
+
+
+def _strategy(name: str) -> Callable[[Any, str | None], str]:
+    """confluent-kafka's subject name strategy of a `*_subject_name_strategy` setting."""
+    sr = _library()
+    return {
+        "topic": sr.topic_subject_name_strategy,
+        "record": sr.record_subject_name_strategy,
+        "topic_record": sr.topic_record_subject_name_strategy,
+    }[name]
 
 
 def _context(topic: str | None, field: str) -> Any:
@@ -283,16 +287,10 @@ def _resolve_one(config: Config, spec: FieldSpec, topic: str | None, subject: st
 
 def _build(config: Config, spec: FieldSpec, client: Any, register: bool) -> Callable[[Any, Any], Any]:
     """confluent-kafka's serializer for `spec`: a function of (object, SerializationContext)."""
-    sr = _library()
-    strategy = {
-        "topic": sr.topic_subject_name_strategy,
-        "record": sr.record_subject_name_strategy,
-        "topic_record": sr.topic_record_subject_name_strategy,
-    }[spec.strategy]
     conf = {
         "auto.register.schemas": register and config.auto_register_schemas and not config.use_latest_version,
         "use.latest.version": config.use_latest_version,
-        "subject.name.strategy": strategy,
+        "subject.name.strategy": _strategy(spec.strategy),
     }
     if spec.kind == "avro":
         from confluent_kafka.schema_registry.avro import AvroSerializer
