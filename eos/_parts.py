@@ -36,7 +36,6 @@ from eos._task import (
     PartitionStats,
     Process,
     ProcessBatch,
-    serialized_fields,
 )
 from eos.config import Config
 from eos.errors import (
@@ -491,7 +490,7 @@ class PartTask:
                 partition=self.part,
                 first=first,
                 last=last,
-                serialized=serialized_fields(self.config),
+                serialized=_schemas.serialized_fields(self.config),
             )
         return passthrough(batch, layout, topic, offsets=pa.array(range(first, last + 1), pa.int64()))
 

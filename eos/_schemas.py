@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from eos._arrow import Outputs
 from eos.config import Config, redact_url
@@ -139,9 +140,12 @@ def _strategy(name: str) -> Callable[[Any, str | None], str]:
     }[name]
 
 
-def _context(topic: str | None, field: str) -> Any:
-    from confluent_kafka.serialization import MessageField, SerializationContext
+def serialized_fields(config: Config) -> frozenset[str]:
+    """The output fields a Schema Registry serializer encodes: any column type goes in there."""
+    return frozenset(spec.field for spec in FieldSpec.all_of(config))
 
+
+def _context(topic: str | None, field: str) -> SerializationContext:
     return SerializationContext(topic, MessageField.VALUE if field == "value" else MessageField.KEY)
 
 
@@ -151,9 +155,14 @@ _lock = threading.Lock()
 _clients: dict[tuple, Any] = {}
 
 
+def _settings(config: Config) -> tuple:
+    """The registry client's settings as a key of this module's caches."""
+    return tuple(sorted((k, str(v)) for k, v in config.schema_registry.items()))
+
+
 def _client(config: Config) -> Any:
     """The process's registry client for these settings (its caches are what spares later calls)."""
-    key = tuple(sorted((k, str(v)) for k, v in config.schema_registry.items()))
+    key = _settings(config)
     with _lock:
         client = _clients.get(key)
         if client is None:
@@ -233,13 +242,7 @@ def resolve(config: Config, log: Any = None) -> None:
     operation_timeout_ms."""
     for spec in FieldSpec.all_of(config):
         topic = config.output_topic
-        key = (
-            tuple(sorted((k, str(v)) for k, v in config.schema_registry.items())),
-            spec,
-            topic,
-            config.auto_register_schemas,
-            config.use_latest_version,
-        )
+        key = (_settings(config), spec, topic, config.auto_register_schemas, config.use_latest_version)
         if key in _resolved:
             continue
         subject = spec.subject(topic)
@@ -253,14 +256,17 @@ def resolve(config: Config, log: Any = None) -> None:
                 if error is None:
                     raise
                 if not _retriable(error) or time.monotonic() >= deadline:
-                    if _retriable(error):
-                        error.args = (
-                            f"{error.args[0]} (retried for operation_timeout_ms"
-                            f" {config.operation_timeout_ms}). Nothing was written.",
-                        )
-                    else:
-                        error.args = (f"{error.args[0]}. Nothing was written.",)
-                    raise error from exc
+                    retried = (
+                        f" (retried for operation_timeout_ms {config.operation_timeout_ms})"
+                        if _retriable(error)
+                        else ""
+                    )
+                    raise SchemaRegistryError(
+                        f"{error}{retried}. Nothing was written.",
+                        subject=error.subject,
+                        status=error.status,
+                        error_code=error.error_code,
+                    ) from exc
                 if log is not None:
                     log.warning("schema registry not answering, retrying", subject=subject, error=str(error))
                 time.sleep(_RETRY_WAIT_S)
@@ -330,14 +336,10 @@ class Serializers:
     @classmethod
     def of(cls, config: Config) -> Serializers | None:
         """The worker's serializers for `config`; None where it configures none."""
-        if config.value_serializer is None and config.key_serializer is None:
+        specs = FieldSpec.all_of(config)
+        if not specs:
             return None
-        key = (
-            FieldSpec.all_of(config),
-            tuple(sorted((k, str(v)) for k, v in config.schema_registry.items())),
-            config.auto_register_schemas,
-            config.use_latest_version,
-        )
+        key = (specs, _settings(config), config.auto_register_schemas, config.use_latest_version)
         with _lock:
             found = _workers.get(key)
         if found is None:

@@ -543,7 +543,7 @@ class PartitionTask:
             partition=self.partition,
             first=first,
             last=last,
-            serialized=serialized_fields(self.config),
+            serialized=_schemas.serialized_fields(self.config),
         )
 
     def _process_error(
@@ -626,11 +626,6 @@ class PartitionTask:
             )
         self.pending = []
         self.checkpoint = None
-
-
-def serialized_fields(config: Config) -> frozenset[str]:
-    """The output fields a Schema Registry serializer encodes (any column type goes in)."""
-    return frozenset(f for f in ("value", "key") if getattr(config, f"{f}_serializer") is not None)
 
 
 def run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

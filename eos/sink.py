@@ -362,8 +362,9 @@ def batch_layout(
         return Layout(out_topic=out_topic, out_partition=out_partition), names
 
     # A field with a Schema Registry serializer may be a struct or any type its schema describes.
-    value_types = None if config.value_serializer is not None else _BYTES
-    key_types = None if config.key_serializer is not None else _BYTES
+    serialized = _schemas.serialized_fields(config)
+    value_types = None if "value" in serialized else _BYTES
+    key_types = None if "key" in serialized else _BYTES
     check("value", value_types, "the output record's value, as in Spark's Kafka sink")
     columns = [*_INPUT, "value"] if config.input_mode == "kafka" else ["value"]
     for name, allowed in (("key", key_types), ("headers", (_HEADERS,))):
