@@ -127,8 +127,8 @@ def settings_of(options: Mapping[str, str]) -> Settings:
                 raise ConfigError(
                     key,
                     "is not an eos option (eos.app.id, eos.processing.guarantee, eos.commit.every, ...,"
-                    " eos.producer.*, eos.consumer.*, eos.admin.*, eos.input.filtered, eos.ledger.dir,"
-                    " eos.ledger.retain; Kafka client settings go under kafka.*)",
+                    " eos.producer.*, eos.consumer.*, eos.admin.*, eos.schema.registry.*, eos.input.filtered,"
+                    " eos.ledger.dir, eos.ledger.retain; Kafka client settings go under kafka.*)",
                 )
             properties[name] = value
         elif key == "checkpointlocation":

@@ -30,7 +30,8 @@ SIGKILL it; the tests, `make bench` and the chaos pipeline import its `count_per
 as the outputs and offsets. `--poison KEYS` (with --stateful) makes some keys' records at even input
 offsets bad, after their count was stored (the dead letter's transaction drops that write): `raise:K`
 raises, `type:K` returns an int, `large:K` returns a value of 1 MB (more than the producer's
-message.max.bytes takes by default).
+message.max.bytes takes by default), `schema:K` returns a str key where the key's schema is Avro bytes
+(run with EOS_KEY_SERIALIZER=avro, EOS_KEY_SCHEMA='"bytes"' and EOS_SCHEMA_REGISTRY_URL).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def count_per_key_or_fail(poison: dict[bytes, str], row, state):
         return len(out.value)  # an int: not a value Kafka can carry
     if kind == "large":
         return eos.Output(value=out.value * (2**20 // len(out.value) + 1), key=row.key)
+    if kind == "schema":
+        return eos.Output(value=out.value, key=bytes(row.key).decode())  # a str: not Avro bytes
     return out
 
 
@@ -72,8 +75,8 @@ def poison_keys(spec: str) -> dict[bytes, str]:
     kinds = {}
     for item in filter(None, spec.split(",")):
         kind, _, key = item.partition(":")
-        if kind not in ("raise", "type", "large") or not key:
-            raise SystemExit(f"--poison: {item!r} is not raise:KEY, type:KEY or large:KEY")
+        if kind not in ("raise", "type", "large", "schema") or not key:
+            raise SystemExit(f"--poison: {item!r} is not raise:KEY, type:KEY, large:KEY or schema:KEY")
         kinds[key.encode()] = kind
     return kinds
 
@@ -166,7 +169,9 @@ def main() -> None:
     parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
     parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
     parser.add_argument("--dead-letters", help="on_error='dead_letter': bad records go to this topic")
-    parser.add_argument("--poison", default="", help="with --stateful: raise:KEY,type:KEY,large:KEY")
+    parser.add_argument(
+        "--poison", default="", help="with --stateful: raise:KEY,type:KEY,large:KEY,schema:KEY"
+    )
     args = parser.parse_args()
 
     config = eos.Config.from_env(

@@ -8,14 +8,19 @@ import random
 from collections import Counter
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from conftest import finish, kill_after_commits, seed, start_pipeline
 
 from eos import testing
+from tests.support.registry import Registry
 from tests.support.summaries import read_summaries
 
 #: how --poison makes these keys' records fail (examples/pipeline.py), and the error each must name
 POISON = {b"k13": ("raise", b"ValueError"), b"k42": ("type", b"eos.errors.OutputTypeError")}
 POISON[b"k7"] = ("large", b"eos.errors.ProduceError")
+POISON[b"k21"] = ("schema", b"eos.errors.SerializationError")  # a str key; the key's schema is Avro bytes
 
 
 def _key_of(value: bytes) -> bytes:
@@ -26,17 +31,17 @@ def _key_of(value: bytes) -> bytes:
 def test_bad_records_go_to_the_dead_letter_topic_exactly_once_through_driver_kills(
     bootstrap, names, tmp_path
 ):
-    """A stateful `process` fails on three keys' records in three ways (raises, returns an int, returns a
-    value larger than the producer's message.max.bytes), each after storing the key's count; the driver
-    is SIGKILLed twice mid-batch. Read read_committed: the outputs are exactly the good records, once,
-    in order, with running counts that never counted a bad record; the dead letters are exactly the bad
+    """A stateful `process` fails on four keys' records in four ways (raises, returns an int, returns a
+    value larger than the producer's message.max.bytes, returns a key that does not fit the key's Avro
+    schema), each after storing the key's count; the driver is SIGKILLed twice mid-batch. Read
+    read_committed: the outputs are exactly the good records, once, in order, with running counts that
+    never counted a bad record, their keys Confluent-framed Avro; the dead letters are exactly the bad
     records, once each, carrying their input value and naming their error and input coordinates."""
     source, output, sent = seed(bootstrap, names, 1_500)
     dead_letters = names("dlq")
     testing.create_topic(bootstrap, dead_letters, 1)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
     commits = tmp_path / "commits.jsonl"
-    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once"}
     flags = {
         "max_offsets": 1_000,
         "commit_every": 100,
@@ -46,17 +51,30 @@ def test_bad_records_go_to_the_dead_letter_topic_exactly_once_through_driver_kil
         "poison": ",".join(f"{kind}:{key.decode()}" for key, (kind, _) in POISON.items()),
     }
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
-    for _ in range(2):
-        proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
-        kill_after_commits(proc, commits, rng.randint(1, 12))
-    finish(start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags))
+    with Registry() as registry:  # the loopback stand-in: the driver registers the key's schema at each start
+        env = {
+            "EOS_PROCESSING_GUARANTEE": "exactly_once",
+            "EOS_KEY_SERIALIZER": "avro",
+            "EOS_KEY_SCHEMA": '"bytes"',
+            "EOS_SCHEMA_REGISTRY_URL": registry.url,
+        }
+        for _ in range(2):
+            proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+            kill_after_commits(proc, commits, rng.randint(1, 12))
+        finish(start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags))
+        records, hanging = testing.read_topic(
+            bootstrap, output, marker=testing.write_markers(bootstrap, output)
+        )
+        deserialize = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+        context = SerializationContext(output, MessageField.KEY)
+        keys = [(deserialize(r.key, context), r.value) for r in records if r.value]
+    assert keys and all(key == _key_of(value.rpartition(b"#")[0]) for key, value in keys), keys[:3]
 
     def is_bad(offset: int, value: bytes) -> bool:  # --poison: the key's records at even offsets
         return _key_of(value) in POISON and offset % 2 == 0
 
     good = {p: [v for o, v in enumerate(values) if not is_bad(o, v)] for p, values in sent.items()}
     bad = {(p, o): v for p, values in sent.items() for o, v in enumerate(values) if is_bad(o, v)}
-    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     result = testing.compare(
         testing.flatten(good), records, hanging, running_counts=testing.expected_running_counts(good)
     )
@@ -79,7 +97,7 @@ def test_bad_records_go_to_the_dead_letter_topic_exactly_once_through_driver_kil
     assert not [c for c, n in seen.items() if n > 1], "a dead letter written twice"
     assert set(seen) == set(bad), f"missing dead letters: {sorted(set(bad) - set(seen))[:5]}"
     kinds = Counter(POISON[_key_of(v)][0] for v in bad.values())
-    assert set(kinds) == {"raise", "type", "large"}, kinds
+    assert set(kinds) == {kind for kind, _ in POISON.values()}, kinds
     assert sum(s["skipped"] for s in read_summaries(summaries)) > 0, "no kill landed mid-batch"
 
 
