@@ -55,10 +55,10 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
 broker-up: setup
-	$(BIN)/python -m eos._localbroker up
+	$(BIN)/python -m tests.support.localbroker up
 
 broker-down:
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m eos._localbroker down; else echo "no venv: nothing was started"; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m tests.support.localbroker down; else echo "no venv: nothing was started"; fi
 
 $(JVM_ARCHIVE): $(SPARK_STAMP)
 	@echo "== a class-data-sharing archive for the tests' Spark JVMs (~15 s, once per PySpark)"

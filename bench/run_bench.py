@@ -40,8 +40,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 import eos
 from bench import bench_report as report
 from eos import testing
-from eos._localbroker import LocalBroker, free_port
+from eos.session import free_port
 from examples.pipeline import append_summary, count_per_key, count_per_key_batch
+from tests.support.localbroker import LocalBroker
 from tests.support.processes import (
     Interrupted,
     descendants,

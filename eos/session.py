@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,6 @@ from eos import _cluster, _offsets
 from eos._cache import connector_package, spark_jars_dir
 from eos._clients import spark_source_options
 from eos._input import INPUT_COLUMN
-from eos._localbroker import free_port
 from eos._log import get_logger
 from eos._task import OnCommit, Process, ProcessBatch
 from eos.config import SPARK_REDACTION_REGEX, Config
@@ -99,6 +99,14 @@ def _has_data_sources() -> bool:
     import pyspark
 
     return int(pyspark.__version__.split(".")[0]) >= 4
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now: the local Spark Connect server's (also the test
+    support's brokers and registries)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _local_connect(master: str, settings: dict[str, str]):

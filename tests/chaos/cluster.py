@@ -19,7 +19,7 @@ from pathlib import Path
 import attrs
 import psutil
 
-from eos._localbroker import free_port
+from eos.session import free_port
 from tests.support.processes import Proc, descendants, processes, signal_all
 
 

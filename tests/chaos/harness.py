@@ -45,11 +45,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from eos import _names, testing
-from eos._localbroker import LocalBroker, LocalCluster, free_port
+from eos.session import free_port
 from eos.testing import HistoryChecker, OutputRecord
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation, schedule
 from tests.support import aggregates, counting
+from tests.support.localbroker import LocalBroker, LocalCluster
 from tests.support.processes import DriverProcess, Interrupted, stopping
 from tests.support.summaries import read_summaries
 

@@ -3,12 +3,13 @@
 Broker, in order of preference:
   1. `KAFKA_BOOTSTRAP_SERVERS` if set (an external broker; restart tests are skipped);
   2. testcontainers with the official apache/kafka image when a Docker engine answers;
-  3. the local broker from the official jars (`eos._localbroker`), started for the session.
+  3. the local broker from the official jars (`tests/support/localbroker.py`), started for the session.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -20,8 +21,9 @@ import pyspark
 import pytest
 
 from eos import testing
-from eos._localbroker import LocalBroker, free_port
+from eos.session import free_port
 from tests.support import jvm
+from tests.support.localbroker import LocalBroker
 from tests.support.processes import DriverProcess
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
@@ -142,6 +144,18 @@ def connect(sessions):
     if sessions[1] is None:
         pytest.skip("Spark Connect needs PySpark 4.0+ with the connect extra")
     return sessions[1]
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make dist`'s sdist and wheel of this checkout, built once for the tests that install or ship them."""
+    out = tmp_path_factory.mktemp("dist")
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argv = [sys.executable, "-m", "build", "--outdir", str(out), str(root)]
+    built = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert built.returncode == 0, f"{argv}: {built.stdout[-2000:]}{built.stderr[-2000:]}"
+    return out
 
 
 @pytest.fixture

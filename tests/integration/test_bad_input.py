@@ -157,7 +157,7 @@ def test_value_of_wrong_type_fails_before_any_transaction(spark, bootstrap, comm
 
 @pytest.mark.timeout(120)
 def test_unreachable_broker_is_an_error_not_a_hang(spark, bootstrap, committed_half):
-    from eos._localbroker import free_port
+    from eos.session import free_port
 
     config, source, output, before = committed_half
     nowhere = eos.Config(

@@ -37,7 +37,7 @@ def _localbroker(action: str, local) -> subprocess.CompletedProcess:
         [
             sys.executable,
             "-m",
-            "eos._localbroker",
+            "tests.support.localbroker",
             action,
             "--home",
             str(local.home),

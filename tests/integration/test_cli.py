@@ -25,7 +25,6 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 import eos
 from eos import testing
-from eos._localbroker import SASL_USERS, free_port
 from eos._log import get_logger
 from eos._names import INPUT_OFFSET_HEADER
 from eos._scope import PartitionScope
@@ -33,8 +32,10 @@ from eos.cli import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UN
 from eos.cli._base import CliError
 from eos.cli._broker import Broker
 from eos.cli._tools import MAVEN_CENTRAL
+from eos.session import free_port
 from eos.state._changelog import ensure_changelog
 from eos.state._partition import PartitionState
+from tests.support.localbroker import SASL_USERS
 
 PER_PARTITION = 10
 COMMITTED = {0: 4, 1: 7}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,11 +30,8 @@ def _run(*argv, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path):
+def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path, dist):
     # eos as the cluster gets it: the wheel, zipped for --py-files (a wheel is a zip of the package).
-    dist = tmp_path / "dist"
-    built = _run(sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT))
-    assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = dist.glob("*.whl")
     shipped = tmp_path / f"eos-{eos.__version__}.zip"
     shutil.copy(wheel, shipped)

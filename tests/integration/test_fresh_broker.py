@@ -13,8 +13,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from eos._localbroker import LocalBroker, free_port
 from eos.cli import EXIT_UNKNOWN_APP
+from eos.session import free_port
+from tests.support.localbroker import LocalBroker
 
 # The child reads committed offsets of new groups, as a driver computing startingOffsets (unstable
 # read) and a task before its first transaction (stable read) do.

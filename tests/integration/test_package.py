@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 import eos
 from eos import testing
 from eos._cache import cache_dir
+from tests.support.localbroker import SASL_USERS
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries
 from tests.support.venvs import fresh_venv
@@ -33,15 +33,18 @@ def _run(*argv, cwd=None) -> str:
 
 
 @pytest.mark.slow
-def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(bootstrap, names, tmp_path):
-    dist = tmp_path / "dist"
-    _run(sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT))
+def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(
+    bootstrap, names, tmp_path, dist
+):
     wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in dist.iterdir())
     wheel = wheels[0]
     assert wheel.name.startswith(f"eos_spark-{eos.__version__}-"), wheel.name
     with zipfile.ZipFile(wheel) as z:
         names_in_wheel = set(z.namelist())
+        secrets = [pw.encode() for pw in SASL_USERS.values()]
+        leaked = [n for n in names_in_wheel if any(pw in z.read(n) for pw in secrets)]
+    assert not leaked, f"the test broker's SASL passwords are in the wheel: {leaked}"
     assert "eos/py.typed" in names_in_wheel
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names_in_wheel), sorted(names_in_wheel)[:5]
     assert not [n for n in names_in_wheel if n.startswith(("tests/", "bench/", "examples/"))]

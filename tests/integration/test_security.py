@@ -18,7 +18,7 @@ from conftest import finish, group_offsets, start_pipeline
 
 import eos
 from eos import testing
-from eos._localbroker import SASL_USERS
+from tests.support.localbroker import SASL_USERS
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from eos._localbroker import free_port
+from eos.session import free_port
 
 
 class Registry:

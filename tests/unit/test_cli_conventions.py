@@ -8,11 +8,11 @@ import datetime
 
 import pytest
 
-from eos._localbroker import free_port
 from eos.cli import build_parser, main
 from eos.cli._base import EXIT_ERROR, EXIT_USAGE, CliError
 from eos.cli._properties import client_settings, parse
 from eos.cli._tools import tools_classpath, user_cache
+from eos.session import free_port
 
 SECRET = "s3cr3t-Pa55"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -5,7 +5,7 @@ published on 127.0.0.1 only. (Docker is not needed: the file is read as text, wi
 import re
 from pathlib import Path
 
-from eos._localbroker import _SERVER_PROPERTIES
+from tests.support.localbroker import _SERVER_PROPERTIES
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "compose.yml"
 

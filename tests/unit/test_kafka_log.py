@@ -10,8 +10,8 @@ import pytest
 
 import eos
 from eos import _clients, _log, testing
-from eos._localbroker import free_port
 from eos._producer import OutputProducer, _cache_key
+from eos.session import free_port
 
 
 class Records(logging.Handler):

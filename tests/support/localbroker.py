@@ -6,7 +6,7 @@ CHAOS_ARGS="--brokers 3"`).
 so there is one way to start and stop it. `up` is idempotent (a live pid file means "already up");
 `down` stops exactly the process recorded in the pid file.
 
-    python -m eos._localbroker up|down|status [--home DIR] [--port N]
+    python -m tests.support.localbroker up|down|status [--home DIR] [--port N]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 
 from eos._cache import cache_dir, kafka_libs
+from eos.session import free_port
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -95,12 +96,6 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @attrs.define
@@ -394,7 +389,7 @@ def default_broker() -> LocalBroker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eos._localbroker")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.localbroker")
     parser.add_argument("action", choices=["up", "down", "status"])
     parser.add_argument("--home", type=Path)
     parser.add_argument("--port", type=int)
