@@ -4,9 +4,12 @@ first (memory stays bounded)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import eos
 from eos._checkpoint import Checkpoint
 from eos._scope import PartitionScope
+from tests.support.configs import config as base_config
 
 
 class Producer:
@@ -24,10 +27,7 @@ class State:
         return self.keys
 
 
-def config(**kw) -> eos.Config:
-    return eos.Config(
-        bootstrap_servers="b:1", app_id="app", output_topic="out", processing_guarantee="exactly_once", **kw
-    )
+config = partial(base_config, processing_guarantee="exactly_once")
 
 
 def scope(cfg: eos.Config) -> PartitionScope:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
-import eos
 from eos._clients import admin_settings, consumer_settings, producer_settings, spark_source_options
+from tests.support.configs import config as base_config
 
-
-def config(**kw) -> eos.Config:
-    return eos.Config(
-        **{"bootstrap_servers": "b1:9092,b2:9092", "app_id": "app", "output_topic": "out", **kw}
-    )
+config = partial(base_config, bootstrap_servers="b1:9092,b2:9092")
 
 
 def test_producer_settings_transactional():

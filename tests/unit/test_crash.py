@@ -31,7 +31,6 @@ def kills(monkeypatch) -> list[tuple[int, int]]:
 
 
 def test_unarmed_points_do_nothing(monkeypatch, kills):
-    monkeypatch.setattr(_crash, "_ARMED", frozenset())
     for name in _crash.POINTS:
         assert _crash.point(name) is None
     assert kills == []

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import eos
-from eos import _clients, _crash, _producer, _worker
+from eos import _clients, _producer, _worker
 from eos._arrow import Layout
 from eos._task import Job, PartitionTask
 from tests.support.messages import Message
@@ -212,7 +212,6 @@ def run_task(monkeypatch, tmp_path, inject: Injector, guarantee: str, stateful: 
     monkeypatch.setattr(_producer, "Producer", producer_cls)
     monkeypatch.setattr(_clients, "AdminClient", admin_cls)
     monkeypatch.setattr(_clients, "Consumer", consumer_cls)
-    monkeypatch.setattr(_crash, "_ARMED", frozenset())
     _worker.reset()  # a fresh worker: no kept producer, no cached client, no changelog checked yet
     config = eos.Config(
         bootstrap_servers="b:1",

@@ -3,14 +3,15 @@ the group, the partition and the offset, before anything of that partition is wr
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 import eos
 from eos._offsets import Committed, check_stamps, cli_stamp, is_own, stamp
+from tests.support.configs import config as base_config
 
-
-def config(**kw) -> eos.Config:
-    return eos.Config(**{"bootstrap_servers": "b:1", "app_id": "orders", "output_topic": "out", **kw})
+config = partial(base_config, app_id="orders")
 
 
 def test_stamps_name_the_app_and_its_output_or_the_operator():

@@ -3,6 +3,8 @@ the config and the batch check of the mode."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -11,12 +13,9 @@ from eos import _names, _offsets
 from eos._parts import Digest, Progress
 from eos.errors import BatchSchemaError, ConfigError
 from eos.sink import Sink, batch_layout
+from tests.support.configs import config as base_config
 
-
-def config(**kw) -> eos.Config:
-    return eos.Config(
-        **{"bootstrap_servers": "b:1", "app_id": "app", "output_topic": "out", "input_mode": "any", **kw}
-    )
+config = partial(base_config, input_mode="any")
 
 
 def digest(*chunks: list[int]) -> Digest:

@@ -7,6 +7,7 @@ import pytest
 
 import eos
 from eos import _producer
+from tests.support.configs import config as base_config
 
 
 class FakeProducer:
@@ -35,13 +36,7 @@ def cache(monkeypatch):
 
 
 def config(size: int) -> eos.Config:
-    return eos.Config(
-        bootstrap_servers="b:1",
-        app_id="app",
-        output_topic="out",
-        processing_guarantee="exactly_once",
-        max_producers_per_worker=size,
-    )
+    return base_config(processing_guarantee="exactly_once", max_producers_per_worker=size)
 
 
 def cycle(cache, cfg, partition: int) -> tuple[_producer.OutputProducer, bool]:

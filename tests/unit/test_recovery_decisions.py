@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 import eos
-from eos import _clients, _crash
+from eos import _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
 from eos._scope import PartitionScope
 from eos.state import StoreSpec, _changelog
@@ -85,7 +85,6 @@ def changelogs(monkeypatch) -> FakeChangelogs:
             store.name, store, start
         ),
     )
-    monkeypatch.setattr(_crash, "_ARMED", frozenset())
     return fake
 
 
@@ -517,7 +516,6 @@ def consumer(monkeypatch):
     monkeypatch.setattr(_changelog, "topic_id", lambda config, changelog: TOPIC_ID)
     monkeypatch.setattr(_clients, "restore_consumer", lambda config: holder["consumer"])
     monkeypatch.setattr(_clients, "watermark_consumer", lambda config: holder["consumer"])
-    monkeypatch.setattr(_crash, "_ARMED", frozenset())
 
     def install(records, high, low=0) -> FakeConsumer:
         holder["consumer"] = FakeConsumer(records, high, low)

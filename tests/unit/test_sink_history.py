@@ -9,10 +9,7 @@ import pytest
 
 import eos
 from eos.sink import HISTORY_SIZE, Sink
-
-
-def config() -> eos.Config:
-    return eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")
+from tests.support.configs import config
 
 
 class Quiet:

@@ -10,6 +10,7 @@ import pytest
 import eos
 from eos._arrow import Layout
 from eos.sink import Sink, batch_layout
+from tests.support.configs import config
 
 HEADERS = "array<struct<key:string,value:binary>>"
 KAFKA_SOURCE = [
@@ -35,10 +36,6 @@ class FakeDF:
 def df(*, drop: tuple[str, ...] = (), retype: dict[str, str] | None = None, extra=()) -> FakeDF:
     retype = retype or {}
     return FakeDF([(n, retype.get(n, t)) for n, t in KAFKA_SOURCE if n not in drop] + list(extra))
-
-
-def config(**kw) -> eos.Config:
-    return eos.Config(**{"bootstrap_servers": "b:1", "app_id": "app", "output_topic": "out", **kw})
 
 
 def layout(batch: FakeDF, process=None, process_batch=None, **kw):

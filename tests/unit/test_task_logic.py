@@ -5,17 +5,19 @@ record batches. No broker, no Spark."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 import pytest
 
 import eos
-from eos import _crash, _input, _offsets
+from eos import _input, _offsets
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
 from eos.records import Output
 from eos.sink import Sink, batch_layout
+from tests.support.configs import config as base_config
 
 IN = "in"
 LAYOUT = Layout(value="value")
@@ -185,22 +187,10 @@ def kafka(monkeypatch) -> FakeKafka:
 
     monkeypatch.setattr(_offsets, "commit", commit)
     monkeypatch.setattr(_offsets, "group_metadata", lambda config: GROUP_METADATA)
-    monkeypatch.setattr(_crash, "_ARMED", frozenset())
     return k
 
 
-def config(**kw) -> eos.Config:
-    return eos.Config(
-        **{
-            "bootstrap_servers": "b:1",
-            "app_id": "app",
-            "output_topic": "out",
-            "processing_guarantee": "exactly_once",
-            "commit_every": 100,
-            "max_redo": 2,
-            **kw,
-        }
-    )
+config = partial(base_config, processing_guarantee="exactly_once", commit_every=100, max_redo=2)
 
 
 def value(offset: int, partition: int = 0) -> bytes:
