@@ -280,7 +280,10 @@ def _workers_of(root: int) -> dict[int, tuple[int, int]]:
     return out
 
 
+# `make chaos` (long-test) only: 25 s of make test's 15 minutes on a clean clone of 12d0bbe; the cache's
+# bound itself is tests/unit/test_producer_cache.py's.
 @pytest.mark.slow
+@pytest.mark.long
 def test_producers_kept_per_worker_stay_bounded_with_32_input_partitions(bootstrap, names, tmp_path):
     """32 input partitions, 2 batches: each Python worker sees most partitions. One producer kept per
     partition ever seen was ~5 threads and a few MiB each, forever; the cache keeps at most 4 here."""
