@@ -19,11 +19,13 @@ Exit codes: 0 ok, 1 runtime error, 2 bad arguments, 3 unknown app (the group has
 and there is no state), 4 broker unreachable, 5 refused because the query is running. Errors are one
 line on stderr: `eos: error: ...`. docs/cli.md shows every command with its output.
 
-The package: `_main.py` the parser and the commands, `_base.py` exit codes, tables and offset specs
-(no broker), `_broker.py` the broker side (admin calls, Kafka's own CLI tools), `_tools.py` the jars
-those tools need (fetched on first use), `_properties.py` --command-config, `_state.py` the local
-stores on disk, `_dlq.py` the dead-letter topic. The names it looks for are `eos._names`'s, as the
-runtime writes them.
+The package: `_main.py` the parser and the one place errors become exit codes, `_args.py` the argument
+conventions every command shares; a module per command group, with its subcommands' arguments and
+functions: `_offsets.py`, `_transactions.py`, `_state.py` (and the local stores on disk), `_progress.py`
+(`ledger` and `parts`), `_dlq.py` (the dead-letter topic). `_base.py` exit codes, tables and offset
+specs (no broker), `_broker.py` the broker side (admin calls, Kafka's own CLI tools), `_tools.py` the
+jars those tools need (fetched on first use), `_properties.py` --command-config. The names it looks for
+are `eos._names`'s, as the runtime writes them.
 """
 
 from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, EXIT_USAGE

@@ -16,12 +16,39 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from eos import _clients, _deadletter, _kafka
+from eos.cli._args import Leaf, subcommands
 from eos.cli._base import EXIT_OK, EXIT_UNREACHABLE, CliError, format_table, print_json
 from eos.cli._broker import Broker
 from eos.config import Config
 
 #: dead letters copied per replay transaction
 REPLAY_CHUNK = 1_000
+
+
+def add_commands(commands, leaf: Leaf) -> None:
+    """eos dlq show / replay."""
+    dlq = commands.add_parser("dlq", help='the dead-letter topic of on_error="dead_letter"')
+    dlq_cmd = subcommands(dlq)
+    dshow = leaf(
+        dlq_cmd, "show", "dead letters grouped by error: count, first and last input record, message"
+    )
+    dshow.add_argument("--topic", required=True, help="the dead-letter topic")
+    dshow.add_argument("--json", action="store_true", help="JSON instead of a table")
+    dshow.set_defaults(func=cmd_dlq_show)
+    replay = leaf(
+        dlq_cmd,
+        "replay",
+        "copy dead letters (key, value, input headers) to a topic, exactly once per replay group;"
+        " a dry run unless --execute",
+    )
+    replay.add_argument("--topic", required=True, help="the dead-letter topic")
+    replay.add_argument("--to", required=True, help="where the copies go (the input topic, a retry topic)")
+    replay.add_argument(
+        "--group",
+        help="replay group: where it resumes (default eos-dlq-replay.<topic>; its transactional.id)",
+    )
+    replay.add_argument("--execute", action="store_true", help="copy (default: say what would be copied)")
+    replay.set_defaults(func=cmd_dlq_replay)
 
 
 def default_group(topic: str) -> str:

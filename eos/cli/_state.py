@@ -1,6 +1,6 @@
-"""The local side of the `eos state` commands: the stores under <state_dir>/<app_id>/<topic>-<partition>/
-(`eos._names` names the files), read without disturbing a running writer, and wiped only while nobody
-holds a store's lock."""
+"""`eos state show` and `eos state wipe`, and their local side: the stores under
+<state_dir>/<app_id>/<topic>-<partition>/ (`eos._names` names the files), read without disturbing a
+running writer, and wiped only while nobody holds a store's lock."""
 
 from __future__ import annotations
 
@@ -13,7 +13,18 @@ from pathlib import Path
 import attrs
 
 from eos import _names
-from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNKNOWN_APP, CliError
+from eos.cli._args import Leaf, non_negative_int, subcommands
+from eos.cli._base import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNKNOWN_APP,
+    CliError,
+    format_table,
+    print_json,
+)
+from eos.cli._broker import Broker
+from eos.config import Config
 
 
 @attrs.frozen
@@ -116,3 +127,98 @@ def wipe(state_dir: str | Path, app: str, topic: str, partition: int, store: str
             for suffix in _names.WIPED_SUFFIXES:  # the checkpoint first: the store is unclean from then on
                 _names.store_file(directory, name, suffix).unlink(missing_ok=True)
     return names
+
+
+def add_commands(commands, leaf: Leaf) -> None:
+    """eos state show / wipe."""
+    state = commands.add_parser("state", help="the local state stores")
+    state_cmd = subcommands(state)
+    sshow = leaf(state_cmd, "show", "keys, checkpoint, local and changelog offsets per store and partition")
+    sshow.add_argument("--app", required=True)
+    sshow.add_argument("--state-dir", help="default: $EOS_STATE_DIR, else eos' default")
+    sshow.add_argument("--json", action="store_true", help="JSON instead of a table")
+    sshow.set_defaults(func=cmd_state_show)
+    swipe = leaf(state_cmd, "wipe", "mark a partition's stores unclean: the next run restores them")
+    swipe.add_argument("--app", required=True)
+    swipe.add_argument("--topic", required=True, help="input topic")
+    swipe.add_argument("--partition", type=non_negative_int, required=True, help="input partition")
+    swipe.add_argument("--store", help="only this store (default: every store of the partition)")
+    swipe.add_argument("--state-dir", help="default: $EOS_STATE_DIR, else eos' default")
+    swipe.set_defaults(func=cmd_state_wipe)
+
+
+def cmd_state_show(args, config: Config, broker: Broker) -> int:
+    app = config.app_id
+    stores = scan(config.state_dir, app)
+    where = _names.app_dir(config.state_dir, app)
+    broker.partitions()
+    if not stores:
+        if not broker.committed(app):
+            raise CliError(
+                EXIT_UNKNOWN_APP,
+                f"unknown app {app!r}: the group has no committed offsets"
+                f" and there is no state under {where}",
+            )
+        if args.json:
+            print_json({"app": app, "state_dir": str(config.state_dir), "stores": []})
+        else:
+            print(f"no local state for app {app!r} under {where}")
+        return EXIT_OK
+    changelogs = {(s.topic, s.store): _names.changelog_topic(config.app_id, s.topic, s.store) for s in stores}
+    ends = broker.log_offsets({(changelogs[(s.topic, s.store)], s.partition) for s in stores}, "latest")
+    records = []
+    for s in stores:
+        changelog = changelogs[(s.topic, s.store)]
+        records.append((s, changelog, ends.get((changelog, s.partition))))
+    if args.json:
+        print_json(
+            {
+                "app": app,
+                "state_dir": str(config.state_dir),
+                "stores": [
+                    {
+                        "topic": s.topic,
+                        "partition": s.partition,
+                        "store": s.store,
+                        "keys": s.keys,
+                        "checkpoint": s.checkpoint,
+                        "clean": s.checkpoint is not None,
+                        "local": s.local,
+                        "changelog": changelog,
+                        "changelog_end": end,
+                        "locked": s.locked,
+                    }
+                    for s, changelog, end in records
+                ],
+            }
+        )
+        return EXIT_OK
+    rows = [
+        (
+            s.topic,
+            s.partition,
+            s.store,
+            s.keys,
+            "none (unclean)" if s.checkpoint is None else s.checkpoint,
+            s.local,
+            "missing" if end is None else end,
+            "yes" if s.locked else "no",
+        )
+        for s, _, end in records
+    ]
+    print(
+        format_table(
+            ["TOPIC", "PARTITION", "STORE", "KEYS", "CHECKPOINT", "LOCAL", "CHANGELOG_END", "LOCKED"], rows
+        )
+    )
+    return EXIT_OK
+
+
+def cmd_state_wipe(args, config: Config, broker: Broker) -> int:
+    wiped = wipe(config.state_dir, config.app_id, args.topic, args.partition, args.store)
+    for name in wiped:
+        print(
+            f"wiped store {name!r} of {args.topic}/{args.partition}: checkpoint and local database deleted;"
+            f" the next run restores it from {_names.changelog_topic(config.app_id, args.topic, name)}"
+        )
+    return EXIT_OK
