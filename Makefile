@@ -81,9 +81,11 @@ test-quick: setup $(JVM_ARCHIVE)
 long-test: setup $(JVM_ARCHIVE)
 	$(PYTEST) tests/integration -m long $(PYTEST_ARGS)
 
+# ruff, then the import rules between eos's layers (pyproject.toml's [tool.importlinter]).
 lint: setup
 	$(BIN)/ruff check eos tests examples bench
 	$(BIN)/ruff format --check eos tests examples bench
+	$(BIN)/lint-imports
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; the knobs:
 # `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"

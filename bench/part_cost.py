@@ -13,8 +13,6 @@ import argparse
 import time
 import uuid
 
-from confluent_kafka import TopicPartition
-
 from eos import _names, _offsets, _parts, testing
 from eos import _producer as producers
 from eos.config import Config
@@ -52,7 +50,7 @@ def main() -> None:
             producer._producer.produce(config.output_topic, b"v" * 20, b"k%d" % i)
         producer.flush_and_check(topic, 0)
         marks.append(time.perf_counter())
-        offsets = [TopicPartition(topic, 0, n + 1, _offsets.stamp(config))]
+        offsets = [(topic, 0, n + 1, _offsets.stamp(config))]
         producer.send_offsets(offsets, _offsets.group_metadata(config))
         marks.append(time.perf_counter())
         producer.commit_transaction()

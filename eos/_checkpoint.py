@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import TopicPartition
-
 from eos import _crash, _offsets
 from eos._producer import OutputProducer
 from eos._scope import PartitionScope
@@ -90,7 +88,7 @@ class Checkpoint:
         if self.config.exactly_once:
             # 7c. The input offset joins the transaction.
             self.producer.send_offsets(
-                [TopicPartition(self.scope.topic, self.scope.partition, next_offset, self._stamp())],
+                [(self.scope.topic, self.scope.partition, next_offset, self._stamp())],
                 _offsets.group_metadata(self.config),
                 self.log,
             )

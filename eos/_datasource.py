@@ -31,12 +31,12 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from eos import _clients, _cluster, _ledger, _parts
 from eos._arrow import Layout
+from eos._batch import batch_layout, check_output_topic, input_column, missing_input_column
 from eos._input import INPUT_COLUMN, Provenance
 from eos._log import get_logger
-from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition
+from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition, totals
 from eos.config import Config, dotted_field
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
-from eos.sink import batch_layout, check_output_topic, input_column, missing_input_column
 from eos.state import StoreSpec
 
 try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
@@ -252,7 +252,9 @@ class _Writer(*_WRITER_BASES):
             query=context.getLocalProperty(_QUERY_ID),
             provenance=Provenance(column=INPUT_COLUMN),
         )
-        partitions = [row for stats in run_partition(job, iterator) for row in stats.to_pylist()]
+        partitions = [
+            row for stats in run_partition(job, iterator, context.partitionId()) for row in stats.to_pylist()
+        ]
         return EosCommit(context.partitionId(), context.attemptNumber(), partitions)
 
     def commit(self, messages: list[EosCommit | None], batch_id: int) -> None:  # S3, on the driver
@@ -289,11 +291,7 @@ class _Writer(*_WRITER_BASES):
             f"batch {outcome}",
             partitions=len(partitions),
             tasks_failed=sum(1 for m in messages if m is None),
-            records_in=sum(p["records_in"] for p in partitions),
-            records_out=sum(p["records_out"] for p in partitions),
-            skipped=sum(p["skipped"] for p in partitions),
-            transactions=sum(p["transactions"] for p in partitions),
-            dead_letters=sum(p["dead_letters"] for p in partitions),
+            **totals(partitions),
         )
         if self.settings.ledger is None:
             return

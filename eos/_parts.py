@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from eos import _clients, _crash, _kafka, _names, _offsets, _schemas, _worker
@@ -310,13 +310,11 @@ class PartTask:
         self.producer.init_transactions(self.log, known_topic=self.topic)
         return self._progress(stable=True)
 
-    def _unchanged(self, progress: Progress | None) -> TopicPartition:
+    def _unchanged(self, progress: Progress | None) -> tuple[str, int, int, str]:
         """The part's committed offset as it is (none yet: offset 0 without a progress record)."""
         if progress is None:
-            return TopicPartition(self.topic, self.part, 0, _offsets.stamp(self.config))
-        return TopicPartition(
-            self.topic, self.part, progress.batch_id + 1, progress.metadata(self.config, self.part)
-        )
+            return (self.topic, self.part, 0, _offsets.stamp(self.config))
+        return (self.topic, self.part, progress.batch_id + 1, progress.metadata(self.config, self.part))
 
     def run_empty(self) -> PartitionStats:
         """A part with no rows in this run writes nothing; it only checks that the batch's first run did
@@ -409,7 +407,7 @@ class PartTask:
         metadata = progress.metadata(config, self.part)
         if config.exactly_once:
             producer.send_offsets(
-                [TopicPartition(self.topic, self.part, offset, metadata)],
+                [(self.topic, self.part, offset, metadata)],
                 _offsets.group_metadata(config),
                 self.log,
             )

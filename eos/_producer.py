@@ -17,7 +17,7 @@ from functools import partial
 from itertools import repeat
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation
 
 from eos import _clients, _kafka, _rdkafka
@@ -371,9 +371,12 @@ class OutputProducer:
         self.in_transaction = True
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
+        """`offsets`: (topic, partition, next offset[, metadata]) per input partition, into the open
+        transaction."""
+        partitions = [TopicPartition(*offset) for offset in offsets]
         self._call(
             "send_offsets_to_transaction",
-            lambda: self._producer.send_offsets_to_transaction(offsets, group_metadata, self._timeout_s),
+            lambda: self._producer.send_offsets_to_transaction(partitions, group_metadata, self._timeout_s),
             log,
         )
 

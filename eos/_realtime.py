@@ -29,11 +29,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from eos._batch import batch_layout, input_column, missing_input_column, store_specs
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
 from eos._task import Job, OnCommit, PartitionTask, Process
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
-from eos.sink import batch_layout, input_column, missing_input_column, store_specs
 from eos.state import StoreSpec
 
 #: Rows gathered before they are fed to the task as one Arrow batch.

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 import pyarrow as pa
-from confluent_kafka import TopicPartition
 
 from eos import _arrow, _crash, _input, _offsets, _rows, _schemas, _worker
 from eos import _producer as producers
@@ -73,25 +72,26 @@ class PartitionStats:
     dead_letters: int = 0
 
 
-#: The one row per input partition that each task returns to the driver (`mapInArrow`'s output).
-_STATS_COLUMNS = {
-    "topic": ("string", pa.string()),
-    "partition": ("int", pa.int32()),
-    "transactional_id": ("string", pa.string()),
-    **{
-        name: ("bigint", pa.int64())
-        for name in ("records_in", "skipped", "records_out", "transactions", "aborted", "redos")
-    },
-    "producers_replaced": ("bigint", pa.int64()),
-    "commit_seconds_max": ("double", pa.float64()),
-    "commit_seconds_total": ("double", pa.float64()),
-    **{
-        name: ("bigint", pa.int64())
-        for name in ("first_offset", "last_offset", "committed_before", "restored", "dead_letters")
-    },
+#: The one row per input partition that each task returns to the driver (`mapInArrow`'s output): the
+#: fields of PartitionStats, a Kafka partition number as Spark's int, every other int as bigint.
+_SQL_TYPES = {
+    "str": ("string", pa.string()),
+    "int": ("bigint", pa.int64()),
+    "float": ("double", pa.float64()),
 }
+_STATS_COLUMNS = {
+    f.name: ("int", pa.int32()) if f.name == "partition" else _SQL_TYPES[f.type.removesuffix(" | None")]
+    for f in attrs.fields(PartitionStats)
+}
+#: the figures that add up over a batch's partitions: PartitionStats' counts (its ints that start at 0)
+COUNTS = tuple(f.name for f in attrs.fields(PartitionStats) if f.type == "int" and f.default == 0)
 STATS_SCHEMA = pa.schema([(name, arrow) for name, (_, arrow) in _STATS_COLUMNS.items()])
 STATS_DDL = ", ".join(f"{name} {sql}" for name, (sql, _) in _STATS_COLUMNS.items())
+
+
+def totals(stats: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each of COUNTS summed over a batch's stats rows (one per input partition, or per part)."""
+    return {name: sum(row[name] for row in stats) for name in COUNTS}
 
 
 @attrs.frozen
@@ -305,7 +305,7 @@ class PartitionTask:
         (step 7c replaces it in the same transaction): a displaced producer is refused there (FencedError,
         8d), not after producing the rows."""
         self.producer.begin_transaction(self.log)
-        offset = TopicPartition(self.topic, self.partition, entry.offset, entry.metadata)
+        offset = (self.topic, self.partition, entry.offset, entry.metadata)
         self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
 
     def _replace_kept(self, why: str, exc: Exception | None = None) -> None:
@@ -628,19 +628,17 @@ class PartitionTask:
         self.checkpoint = None
 
 
-def run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """`mapInArrow` function: one PartitionTask per input topic-partition run; yields its stats row.
-    Each batch's input coordinates are checked first (`eos._input.check_rows`).
+def run_partition(
+    job: Job, batches: Iterator[pa.RecordBatch], task_partition: int = -1
+) -> Iterator[pa.RecordBatch]:
+    """One PartitionTask per input topic-partition run of a Spark task's batches; yields its stats row.
+    Each batch's input coordinates are checked first (`eos._input.check_rows`; `task_partition`, the
+    Spark partition the task read, names the task in what it finds; -1: not known).
 
     Afterwards, trims the worker's import caches so that PySpark's set-up of its next task is cheap
     (see `eos._worker`).
     """
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    checked = _input.checked_batches(
-        batches, job.layout, job.provenance, context.partitionId() if context is not None else -1
-    )
+    checked = _input.checked_batches(batches, job.layout, job.provenance, task_partition)
     try:
         for (topic, partition), runs in itertools.groupby(
             _arrow.tp_runs(checked, job.layout), key=lambda item: item[0]

@@ -22,28 +22,24 @@ rows are placed in parts, each written once per batch id.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
 import attrs
+import pyarrow as pa
 
-from eos import _cluster, _metrics, _offsets, _partitioning, _parts, _schemas
+from eos import _cluster, _metrics, _offsets, _partitioning, _parts
 from eos._arrow import Layout
-from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
+from eos._batch import batch_layout, check_output_topic, input_provenance, store_specs, task_slots
+from eos._input import READ_IN_COLUMN, Provenance
 from eos._log import get_logger
-from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition
+from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition, totals
 from eos.config import Config
-from eos.errors import BatchSchemaError, ConfigError
+from eos.errors import ConfigError
 from eos.state import StoreSpec
-
-_INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
-_STORE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-_BYTES = ("binary", "string")
-_HEADERS = "array<struct<key:string,value:binary>>"
 
 
 @attrs.frozen
@@ -234,7 +230,7 @@ class Sink:
             check_input=prove,
             start_known=prove,
         )
-        rows = selected.mapInArrow(partial(run_partition, job), STATS_DDL).collect()  # 4
+        rows = selected.mapInArrow(partial(_run_partition, job), STATS_DDL).collect()  # 4
         return [row.asDict() for row in rows]
 
     def _write_parts(
@@ -272,177 +268,16 @@ class Sink:
     def _summarize(
         self, batch_id: int, stats: list[dict[str, Any]], seconds: float, regrouped: bool = True
     ) -> BatchSummary:
-        def total(key: str) -> int:
-            return sum(s[key] for s in stats)
-
         return BatchSummary(
             batch_id=batch_id,
             guarantee=self.config.processing_guarantee,
             partitions=len(stats),
-            records_in=total("records_in"),
-            records_out=total("records_out"),
-            skipped=total("skipped"),
-            transactions=total("transactions"),
-            aborted=total("aborted"),
-            redos=total("redos"),
-            producers_replaced=total("producers_replaced"),
-            restored=total("restored"),
+            **totals(stats),
             commit_ms_max=round(max((s["commit_seconds_max"] for s in stats), default=0.0) * 1000, 1),
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
             regrouped=regrouped,
-            dead_letters=total("dead_letters"),
         )
-
-
-def store_specs(
-    process: Process | None, process_batch: ProcessBatch | None, stores: Mapping[str, StoreSpec | str] | None
-) -> dict[str, StoreSpec]:
-    """The stores a sink's functions use, each as a StoreSpec (a value serde name stands for one)."""
-    if process is not None and process_batch is not None:
-        raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
-    specs = {
-        name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
-        for name, spec in (stores or {}).items()
-    }
-    for name in specs:
-        if not isinstance(name, str) or not _STORE_NAME.match(name) or len(name) > 100:
-            raise ConfigError(
-                "stores",
-                f"store name {name!r} must be 1-100 characters of letters, digits, '.', '_' or '-' (it names"
-                " the store's changelog topic and files)",
-            )
-    if specs and process is None and process_batch is None:
-        raise ValueError("state stores are used by a process function: pass process= or process_batch=")
-    return specs
-
-
-def batch_layout(
-    config: Config, dtypes: list[tuple[str, str]], has_process: bool
-) -> tuple[Layout, list[str]]:
-    """D1: check a batch's columns (`DataFrame.dtypes`); return the names the tasks read and the columns
-    they receive. Shared by `Sink` and the `format("eos")` data source."""
-    types = dict(dtypes)
-    names = [name for name, _ in dtypes]
-
-    def check(name: str, allowed: tuple[str, ...] | None, why: str) -> str:
-        if name not in types:
-            raise BatchSchemaError(
-                f"batch has no {name!r} column ({why}); columns are {names}. Nothing was written."
-            )
-        if allowed is not None and types[name] not in allowed:
-            raise BatchSchemaError(
-                f"column {name!r} has type {types[name]}, expected {' or '.join(allowed)}."
-                " Nothing was written."
-            )
-        return name
-
-    if config.input_mode == "any":
-        if all(types.get(name) in allowed for name, allowed in _INPUT.items()):
-            raise BatchSchemaError(
-                "batch has the Kafka source's topic, partition and offset columns, and input_mode is 'any':"
-                " rows straight from Kafka are written with their input offsets in the transaction under"
-                " input_mode='kafka' (the default); under 'any', drop or rename those columns (Spark's"
-                " Kafka sink would read 'topic' and 'partition' as the output's). Nothing was written."
-            )
-    else:
-        why = (
-            "the input coordinate from the Kafka source; keep it in the batch, or set input_mode='any' for"
-            " a DataFrame without them (an aggregation, a join, another source)"
-        )
-        for name, allowed in _INPUT.items():
-            check(name, allowed, why)
-    out_topic, out_partition = config.output_topic_column, config.output_partition_column
-    if out_topic is not None:
-        check(out_topic, ("string",), "named by output_topic_column")
-    if out_partition is not None:
-        check(out_partition, ("int",), "named by output_partition_column")
-    if has_process:
-        # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
-        return Layout(out_topic=out_topic, out_partition=out_partition), names
-
-    # A field with a Schema Registry serializer may be a struct or any type its schema describes.
-    serialized = _schemas.serialized_fields(config)
-    value_types = None if "value" in serialized else _BYTES
-    key_types = None if "key" in serialized else _BYTES
-    check("value", value_types, "the output record's value, as in Spark's Kafka sink")
-    columns = [*_INPUT, "value"] if config.input_mode == "kafka" else ["value"]
-    for name, allowed in (("key", key_types), ("headers", (_HEADERS,))):
-        if name in types:
-            columns.append(check(name, allowed, ""))
-    for name in (out_topic, out_partition):
-        if name is not None and name not in columns:
-            columns.append(name)
-    layout = Layout(
-        value="value",
-        key="key" if "key" in columns else None,
-        headers="headers" if "headers" in columns else None,
-        out_topic=out_topic,
-        out_partition=out_partition,
-    )
-    return layout, columns
-
-
-def input_provenance(
-    lineage: _partitioning.Lineage | None, dtypes: list[tuple[str, str]]
-) -> tuple[Provenance, bool]:
-    """D3: what the tasks check each row's input coordinates against, and whether the batch needs
-    regrouping. Classic Spark's lineage names the Kafka range each Spark partition read; where it cannot
-    be read (Spark Connect), each row must carry `eos_input` (`eos.read_stream` adds it)."""
-    if lineage is not None and lineage.partitions is not None:
-        if lineage.one_run_per_task:
-            return Provenance(partitions=lineage.partitions), False
-        return Provenance(partitions=lineage.partitions, read_in=READ_IN_COLUMN), True
-    if input_column(dtypes) is not None:
-        return Provenance(column=INPUT_COLUMN), True
-    if lineage is not None:
-        return Provenance(ranges=lineage.ranges), True
-    raise BatchSchemaError(
-        missing_input_column("Spark Connect hands foreachBatch no lineage to read it from")
-    )
-
-
-def task_slots(batch_df, provenance: Provenance) -> int | None:
-    """D3: the number of tasks to run a batch in where it has more Spark partitions (one per input
-    partition, unshuffled) than the cluster has cores, else None. Every Python task costs Spark a
-    worker hand-off and a result round trip (~45-110 ms here, between one task's end and the next's
-    start on the same worker), so a batch of 4 input partitions on 2 cores ran in two waves; coalesced,
-    each task writes its partitions one after another (each still one run, in offset order) in one
-    wave. Measured at 200,000 records per trigger: addBatch 722-748 -> 675-678 ms. The rows are then
-    checked against the range of the Spark partition they were read in (`spark_partition_id()` below
-    the coalesce)."""
-    if provenance.partitions is None or provenance.read_in is not None:
-        return None
-    try:
-        cores = batch_df.sparkSession.sparkContext.defaultParallelism
-    except Exception:  # noqa: BLE001 - no SparkContext to ask (Spark Connect has none)
-        return None
-    return cores if 0 < cores < len(provenance.partitions) else None
-
-
-def input_column(dtypes: list[tuple[str, str]]) -> str | None:
-    """`eos_input` if the batch has it (with its type checked), else None."""
-    types = dict(dtypes)
-    if INPUT_COLUMN not in types:
-        return None
-    if types[INPUT_COLUMN].replace(" ", "") != INPUT_COLUMN_TYPE:
-        raise BatchSchemaError(
-            f"column {INPUT_COLUMN!r} has type {types[INPUT_COLUMN]}, expected {INPUT_COLUMN_TYPE}: it"
-            " holds each row's input coordinates as the Kafka source read them (eos.read_stream adds it)."
-            " Nothing was written."
-        )
-    return INPUT_COLUMN
-
-
-def missing_input_column(why: str) -> str:
-    """The message for a batch without `eos_input` where eos needs it (`why`)."""
-    return (
-        f"batch has no {INPUT_COLUMN!r} column: eos checks that each row's topic, partition and offset are"
-        " the Kafka record's own before it writes or skips anything, and here it can only check them"
-        f" against {INPUT_COLUMN!r} ({why}). eos.read_stream adds it; for a DataFrame from"
-        ' spark.readStream.format("kafka"), add it right after load() with eos.with_input_column(df), and'
-        " keep it in the DataFrame you write. Nothing was written."
-    )
 
 
 def _first_line_naming(exc: Exception, name: str) -> str:
@@ -454,14 +289,14 @@ def _first_line_naming(exc: Exception, name: str) -> str:
     )
 
 
-def check_output_topic(config: Config, log: Any = None) -> None:
-    """D2: a broker answers and the configured output topic exists (and the dead-letter topic); the
-    configured schemas are registered (or found) in the Schema Registry."""
-    _offsets.require_topics(config, [config.output_topic] if config.output_topic else [], "output")
-    if config.on_error == "dead_letter":
-        _offsets.require_topics(config, [config.dead_letter_topic], "dead-letter")
-    _schemas.resolve(config, log)
-
-
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).
 sink = Sink
+
+
+def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """D4's `mapInArrow` function, on the executors: `eos._task.run_partition` told the Spark partition
+    its task read."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return run_partition(job, batches, context.partitionId() if context is not None else -1)

@@ -34,14 +34,26 @@ checkpoint file.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Protocol
 
 from eos import _names
-from eos._producer import OutputProducer
 from eos._scope import PartitionScope
 from eos.records import Output
 from eos.state import _changelog
 from eos.state._api import State, Store, StoreSpec
 from eos.state._sqlite import PartitionStore
+
+
+class ChangelogProducer(Protocol):
+    """What the stores need of the partition's producer (`eos._producer.OutputProducer` is one): to send
+    a write to its changelog, and the offset each changelog partition's last write reached."""
+
+    delivered_offsets: Mapping[tuple[str, int], int]
+
+    def produce(
+        self, out: Output, topic: str, in_topic: str, in_partition: int, in_offset: int, track: bool = False
+    ) -> None: ...
 
 
 class PartitionState:
@@ -156,7 +168,7 @@ class PartitionState:
     def pending_keys(self) -> int:
         return max((len(s.pending) for s in self.stores.values()), default=0)
 
-    def produce_changelog(self, producer: OutputProducer) -> None:
+    def produce_changelog(self, producer: ChangelogProducer) -> None:
         """Send the open transaction's writes to the changelogs (inside the transaction in exactly_once)."""
         topic, partition = self.scope.topic, self.scope.partition
         for name, store in self.stores.items():
@@ -169,7 +181,7 @@ class PartitionState:
 
     # -- after commit ---------------------------------------------------------------------------------
 
-    def on_commit(self, producer: OutputProducer) -> None:
+    def on_commit(self, producer: ChangelogProducer) -> None:
         for name, store in self.stores.items():
             offset = store.local_offset() or 0
             if store.pending:  # this transaction wrote to the changelog: the store now reflects its end

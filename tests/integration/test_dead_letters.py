@@ -184,7 +184,6 @@ def test_an_abort_right_after_a_refused_record_leaves_the_producer_usable(bootst
     offsets, produces a few records, has one refused as too large and aborts at once. Without the flush
     before the abort (OutputProducer.abort_transaction), librdkafka 2.12's abort failed here with a fatal
     INVALID_TXN_STATE in about 1 try of 3 (librdkafka issue 4849)."""
-    from confluent_kafka import TopicPartition
 
     import eos
     from eos import _offsets, _producer
@@ -205,7 +204,7 @@ def test_an_abort_right_after_a_refused_record_leaves_the_producer_usable(bootst
             producer.begin_transaction()
             for i in range(100):
                 producer.produce(eos.Output(b"%d" % i), output, source, 0, i)
-            offsets = [TopicPartition(source, 0, 100 * (attempt + 1))]
+            offsets = [(source, 0, 100 * (attempt + 1))]
             producer.send_offsets(offsets, _offsets.group_metadata(config))
             producer.commit_transaction()
             producer.begin_transaction()

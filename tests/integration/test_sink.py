@@ -7,7 +7,6 @@ import shutil
 from functools import partial
 
 import pytest
-from confluent_kafka import TopicPartition
 from conftest import group_offsets, run_query
 
 import eos
@@ -125,12 +124,12 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
     winner.init_transactions()  # fences the zombie and aborts its open transaction
 
     with pytest.raises(eos.FencedError):
-        zombie.send_offsets([TopicPartition(source, 0, 10)], _offsets_metadata(config))
+        zombie.send_offsets([(source, 0, 10)], _offsets_metadata(config))
         zombie.commit_transaction()
 
     winner.begin_transaction()
     winner.produce(eos.Output("winner-0"), output, source, 0, 0)
-    winner.send_offsets([TopicPartition(source, 0, 1)], _offsets_metadata(config))
+    winner.send_offsets([(source, 0, 1)], _offsets_metadata(config))
     winner.commit_transaction()
 
     records, hanging = testing.read_topic(

@@ -10,9 +10,10 @@ import pytest
 
 import eos
 from eos import _names, _offsets
+from eos._batch import batch_layout
 from eos._parts import Digest, Progress
 from eos.errors import BatchSchemaError, ConfigError
-from eos.sink import Sink, batch_layout
+from eos.sink import Sink
 from tests.support.configs import config as base_config
 
 config = partial(base_config, input_mode="any")

@@ -1,4 +1,4 @@
-"""eos.sink.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
+"""eos._batch.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 import eos
 from eos._arrow import Layout
-from eos.sink import Sink, batch_layout
+from eos._batch import batch_layout
+from eos.sink import Sink
 from tests.support.configs import config
 
 HEADERS = "array<struct<key:string,value:binary>>"

@@ -14,9 +14,10 @@ import eos
 from eos import _input, _offsets
 from eos import _producer as producers
 from eos._arrow import Layout
+from eos._batch import batch_layout
 from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
 from eos.records import Output
-from eos.sink import Sink, batch_layout
+from eos.sink import Sink
 from tests.support.configs import config as base_config
 
 IN = "in"
@@ -148,7 +149,7 @@ class FakeProducer:
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
         self._step("send_offsets")
         assert group_metadata is GROUP_METADATA
-        self.open_offsets = {(tp.topic, tp.partition): tp.offset for tp in offsets}
+        self.open_offsets = {(topic, partition): offset for topic, partition, offset, *_ in offsets}
 
     def commit_transaction(self, log=None) -> None:
         self._step("commit")
