@@ -64,8 +64,10 @@ $(JVM_ARCHIVE): $(SPARK_STAMP)
 	@echo "== a class-data-sharing archive for the tests' Spark JVMs (~15 s, once per PySpark)"
 	$(BIN)/python -m tests.support.jvm --dump
 
+# The unit tests on every core (pytest-xdist); the integration tests one at a time (they share a broker
+# and time their faults).
 unit-test: setup
-	$(PYTEST) tests/unit $(PYTEST_ARGS)
+	$(PYTEST) -n auto tests/unit $(PYTEST_ARGS)
 
 # `long` tests run in `make chaos` (README, "Development"), not here.
 integration-test: setup $(JVM_ARCHIVE)

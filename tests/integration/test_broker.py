@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from confluent_kafka import Producer
 
 from eos import testing
@@ -54,6 +55,9 @@ def _localbroker(action: str, local) -> subprocess.CompletedProcess:
     )
 
 
+# `make chaos` (long-test) only: it tests the test broker's launcher, not eos (9 s; a clean clone of
+# 154be98 took 16 min 42 s on a slow day).
+@pytest.mark.long
 def test_broker_restart_keeps_data_and_up_is_idempotent(broker, names):
     local = broker.require_local()
     topic = names("durable")

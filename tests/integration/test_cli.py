@@ -439,7 +439,7 @@ def test_unreachable_broker_exits_4_within_the_timeout(tmp_path):
         ["transactions", "list"],
         ["state", "show", "--app", "any-app", "--state-dir", str(tmp_path)],
     ):
-        result = cli(nowhere, *args, "--timeout", "2")
+        result = cli(nowhere, *args, "--timeout", "1")
         assert result.returncode == EXIT_UNREACHABLE, (args, result.stderr)
         assert "no Kafka broker at " + nowhere in one_line_error(result)  # and no client log noise
 

@@ -149,7 +149,9 @@ def _first_piece_fails_once(marker_dir):
     return process
 
 
-@pytest.mark.parametrize("api", ["format_eos", "foreach_writer"])
+# format_eos: `make chaos` (16 s; a clean clone of 154be98 took 16 min 42 s on a slow day);
+# foreach_writer stays, and test_input_coordinates refuses a moved row through format("eos")
+@pytest.mark.parametrize("api", [pytest.param("format_eos", marks=pytest.mark.long), "foreach_writer"])
 def test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_gone(
     spark, bootstrap, names, tmp_path, api
 ):
