@@ -12,6 +12,7 @@ import eos
 from eos import _clients, _log, testing
 from eos._producer import OutputProducer, _cache_key
 from eos.session import free_port
+from tests.support.logs import Log
 
 
 class Records(logging.Handler):
@@ -57,21 +58,6 @@ def test_every_client_eos_builds_logs_through_eos_kafka_not_stderr(kafka_records
     assert "logger" not in str(_cache_key(cfg, cfg.transactional_id("in", 0)))
 
 
-class FakeLog:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict]] = []
-
-    def __call__(self, **context):
-        self.context = context
-        return self
-
-    def debug(self, event, **kw):
-        self.calls.append(("debug", event, {**self.context, **kw}))
-
-    def error(self, event, **kw):
-        self.calls.append(("error", event, {**self.context, **kw}))
-
-
 @pytest.mark.parametrize(
     ("level", "expected"),
     [
@@ -82,11 +68,11 @@ class FakeLog:
     ],
 )
 def test_librdkafka_lines_are_debug_in_eos_log_save_critical_ones(monkeypatch, level, expected):
-    log = FakeLog()
+    log = Log()
     monkeypatch.setattr(_log, "get_logger", log)
     args = ("FAIL", "rdkafka#producer-1", "Connect to ipv4#127.0.0.1:1 failed: Connection refused")
     _log._ToEosLog().emit(logging.LogRecord("eos.kafka", level, __file__, 1, "%s [%s] %s", args, None))
-    assert log.calls == [
+    assert log.events == [
         (
             expected,
             "librdkafka",

@@ -22,6 +22,7 @@ from eos._scope import PartitionScope
 from eos.state import StoreSpec, _changelog
 from eos.state._partition import PartitionState
 from eos.state._sqlite import PartitionStore
+from tests.support.logs import Log
 from tests.support.messages import Message
 
 IN = "in"
@@ -30,23 +31,6 @@ MODES = ["transactional", "wipe"]
 #: the changelog's topic id, as the fakes below answer it
 TOPIC_ID = "Hv7BGJ4zSHGV1V9WOTkWqg"
 DAY_MS = 86_400_000
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict]] = []
-
-    def info(self, event, **kw) -> None:
-        self.events.append(("info", event, kw))
-
-    def debug(self, event, **kw) -> None:
-        self.events.append(("debug", event, kw))
-
-    def warning(self, event, **kw) -> None:
-        self.events.append(("warning", event, kw))
-
-    def said(self, event: str) -> bool:
-        return any(e == event for _, e, _ in self.events)
 
 
 class FakeChangelogs:

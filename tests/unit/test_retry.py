@@ -8,6 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 import eos
 from eos._kafka import Deadline
 from eos._kafka import call as retry_call
+from tests.support.logs import Log
 
 
 class Flaky:
@@ -27,14 +28,6 @@ class Flaky:
         return self.result
 
 
-class Log:
-    def __init__(self) -> None:
-        self.warnings: list[dict] = []
-
-    def warning(self, event, **kw):
-        self.warnings.append({"event": event, **kw})
-
-
 def retriable(code=KafkaError.REQUEST_TIMED_OUT) -> KafkaError:
     return KafkaError(code, "transient", retriable=True)
 
@@ -50,8 +43,8 @@ def test_retries_retriable_until_success_and_logs_each_retry():
     log = Log()
     assert retry_call(fn, what="init_transactions", timeout_s=10, log=log) == "done"
     assert fn.calls == 3
-    assert [w["attempt"] for w in log.warnings] == [1, 2]
-    assert all(w["call"] == "init_transactions" for w in log.warnings)
+    assert [w["attempt"] for w in log.at("warning")] == [1, 2]
+    assert all(w["call"] == "init_transactions" for w in log.at("warning"))
 
 
 def test_gives_up_at_the_deadline_with_retriable_error():
