@@ -1,48 +1,21 @@
 """What the driver checks and decides about a micro-batch before any task runs, the same for every Spark
 entry point (`eos.sink`, `format("eos")`, `eos.foreach_writer`): the columns and their types (D1),
 the output and dead-letter topics and the Schema Registry subjects (D2), where each row's input
-coordinates are proven from (D3), the stores a sink's functions use."""
+coordinates are proven from (D3)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
 from eos import _offsets, _partitioning, _schemas
 from eos._arrow import Layout
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
-from eos._task import Process, ProcessBatch
 from eos.config import Config
-from eos.errors import BatchSchemaError, ConfigError
-from eos.state import StoreSpec
+from eos.errors import BatchSchemaError
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
-_STORE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _BYTES = ("binary", "string")
 _HEADERS = "array<struct<key:string,value:binary>>"
-
-
-def store_specs(
-    process: Process | None, process_batch: ProcessBatch | None, stores: Mapping[str, StoreSpec | str] | None
-) -> dict[str, StoreSpec]:
-    """The stores a sink's functions use, each as a StoreSpec (a value serde name stands for one)."""
-    if process is not None and process_batch is not None:
-        raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
-    specs = {
-        name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
-        for name, spec in (stores or {}).items()
-    }
-    for name in specs:
-        if not isinstance(name, str) or not _STORE_NAME.match(name) or len(name) > 100:
-            raise ConfigError(
-                "stores",
-                f"store name {name!r} must be 1-100 characters of letters, digits, '.', '_' or '-' (it names"
-                " the store's changelog topic and files)",
-            )
-    if specs and process is None and process_batch is None:
-        raise ValueError("state stores are used by a process function: pass process= or process_batch=")
-    return specs
 
 
 def batch_layout(

@@ -34,10 +34,9 @@ from eos._arrow import Layout
 from eos._batch import batch_layout, check_output_topic, input_column, missing_input_column
 from eos._input import INPUT_COLUMN, Provenance
 from eos._log import get_logger
-from eos._task import Job, OnCommit, Process, ProcessBatch, run_partition, totals
+from eos._task import Functions, Job, run_partition, totals
 from eos.config import Config, dotted_field
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
-from eos.state import StoreSpec
 
 try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -60,20 +59,6 @@ _GROUPS = ("producer.", "consumer.", "admin.", "schema.registry.")
 #: Spark's batch id of the micro-batch a task belongs to (a local property Spark sets per batch).
 _BATCH_ID = "streaming.sql.batchId"
 _QUERY_ID = "sql.streaming.queryId"
-
-
-@attrs.frozen
-class Functions:
-    """What `eos.register` attaches to a data source name: the sink's functions and stores."""
-
-    process: Process | None = None
-    process_batch: ProcessBatch | None = None
-    stores: dict[str, StoreSpec] = attrs.field(factory=dict)
-    on_commit: OnCommit | None = None
-
-    @property
-    def any(self) -> bool:
-        return self.process is not None or self.process_batch is not None
 
 
 @attrs.frozen
@@ -234,9 +219,7 @@ class _Writer(*_WRITER_BASES):
                 batch_id=batch_id,
                 layout=self.layout,
                 parts=None,
-                process=self.functions.process,
-                process_batch=self.functions.process_batch,
-                on_commit=self.functions.on_commit,
+                functions=self.functions,
             )
             stats = [row for batch in _parts.run_parts(part_job, iterator) for row in batch.to_pylist()]
             return EosCommit(context.partitionId(), context.attemptNumber(), stats)
@@ -244,10 +227,7 @@ class _Writer(*_WRITER_BASES):
             config=self.settings.config,
             batch_id=batch_id,
             layout=self.layout,
-            process=self.functions.process,
-            process_batch=self.functions.process_batch,
-            stores=self.functions.stores,
-            on_commit=self.functions.on_commit,
+            functions=self.functions,
             check_input=self.settings.check_input,
             query=context.getLocalProperty(_QUERY_ID),
             provenance=Provenance(column=INPUT_COLUMN),

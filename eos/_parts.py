@@ -32,10 +32,8 @@ from eos._log import get_logger
 from eos._task import (
     STATS_SCHEMA,
     Commit,
-    OnCommit,
+    Functions,
     PartitionStats,
-    Process,
-    ProcessBatch,
 )
 from eos.config import Config
 from eos.errors import (
@@ -228,9 +226,7 @@ class PartJob:
     layout: Layout
     #: the number of parts; None where Spark's own partitioning made them (`format("eos")`)
     parts: int | None
-    process: Process | None = None
-    process_batch: ProcessBatch | None = None
-    on_commit: OnCommit | None = None
+    functions: Functions = attrs.field(factory=Functions)
 
 
 class PartTask:
@@ -389,7 +385,7 @@ class PartTask:
         for batch in batches:
             self._check_part(batch)
             self._check_age(began, digest.rows)
-            if self.job.process is not None:
+            if self.job.functions.process is not None:
                 self.stats.records_out += self._produce_rows(batch, digest.rows)
             else:
                 outputs = self._outputs(batch, digest.rows)
@@ -419,8 +415,8 @@ class PartTask:
         _crash.point("after_commit")
         self.stats.transactions = 1
         self.stats.commit_seconds_max = self.stats.commit_seconds_total = seconds
-        if self.job.on_commit is not None:
-            self.job.on_commit(
+        if self.job.functions.on_commit is not None:
+            self.job.functions.on_commit(
                 Commit(
                     app_id=config.app_id,
                     topic=self.topic,
@@ -470,9 +466,9 @@ class PartTask:
         """The output records of `batch`, its rows named by their index in the part (first..)."""
         job, layout, topic = self.job, self.job.layout, self.config.output_topic
         last = first + batch.num_rows - 1
-        if job.process_batch is not None:
+        if job.functions.process_batch is not None:
             try:
-                result = job.process_batch(batch, State({}))
+                result = job.functions.process_batch(batch, State({}))
             except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its rows
                 raise ProcessError(
                     f"{self.where()}: process_batch over rows {first}-{last} raised"
@@ -500,7 +496,7 @@ class PartTask:
         view = State({})
         for i, row in enumerate(_rows.rows(batch)):
             try:
-                outs = list(outputs_of(self.job.process(row, view)))
+                outs = list(outputs_of(self.job.functions.process(row, view)))
             except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its row
                 raise ProcessError(
                     f"{self.where()}, row {first + i}: process raised {type(exc).__name__}: {exc}",

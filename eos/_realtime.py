@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from eos._batch import batch_layout, input_column, missing_input_column, store_specs
+from eos._batch import batch_layout, input_column, missing_input_column
 from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
-from eos._task import Job, OnCommit, PartitionTask, Process
+from eos._task import Functions, Job, OnCommit, PartitionTask, Process
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 from eos.state import StoreSpec
@@ -70,9 +70,7 @@ class ForeachWriter:
                 ' foreachBatch(eos.sink(config)) or format("eos")',
             )
         self.config = config
-        self.process_row = process
-        self.stores = store_specs(process, None, stores)
-        self.on_commit = on_commit
+        self.functions = Functions.of(process, None, stores, on_commit)
         self.input_filtered = input_filtered
 
     def open(self, partition_id: int, epoch_id: int) -> bool:  # R1
@@ -150,7 +148,7 @@ class ForeachWriter:
         from pyspark import TaskContext
 
         dtypes = [(name, _spark_type(name, value, self.config)) for name, value in values.items()]
-        layout, _ = batch_layout(self.config, dtypes, self.process_row is not None)
+        layout, _ = batch_layout(self.config, dtypes, self.functions.any)
         if input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
         context = TaskContext.get()
@@ -158,9 +156,7 @@ class ForeachWriter:
             config=self.config,
             batch_id=self.epoch,
             layout=layout,
-            process=self.process_row,
-            stores=self.stores,
-            on_commit=self.on_commit,
+            functions=self.functions,
             check_input=not self.input_filtered,
             query=context.getLocalProperty(_QUERY_ID) if context is not None else None,
         )

@@ -16,6 +16,7 @@ for a redo: at most `commit_every` rows, and at most one Arrow batch beyond `com
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from eos._deadletter import DeadLetters
 from eos._scope import PartitionScope
 from eos.config import Config
 from eos.errors import (
+    ConfigError,
     DeliveryFailedError,
     FatalError,
     FencedError,
@@ -115,6 +117,51 @@ class Commit:
 
 OnCommit = Callable[[Commit], None]
 
+_STORE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@attrs.frozen
+class Functions:
+    """A sink's functions and the stores they use, as every entry point takes them (`eos.sink`,
+    `eos.register`, `eos.foreach_writer`): checked once (`of`), then carried by each Job."""
+
+    process: Process | None = None
+    process_batch: ProcessBatch | None = None
+    stores: dict[str, StoreSpec] = attrs.field(factory=dict)
+    on_commit: OnCommit | None = None
+
+    @classmethod
+    def of(
+        cls,
+        process: Process | None = None,
+        process_batch: ProcessBatch | None = None,
+        stores: Mapping[str, StoreSpec | str] | None = None,
+        on_commit: OnCommit | None = None,
+    ) -> Functions:
+        """Checked: one of process / process_batch, store names that can name topics and files, and
+        each store as a StoreSpec (a value serde name stands for one)."""
+        if process is not None and process_batch is not None:
+            raise ValueError("pass process= (one row at a time) or process_batch= (Arrow batches), not both")
+        specs = {
+            name: spec if isinstance(spec, StoreSpec) else StoreSpec(value_serde=spec)
+            for name, spec in (stores or {}).items()
+        }
+        for name in specs:
+            if not isinstance(name, str) or not _STORE_NAME.match(name) or len(name) > 100:
+                raise ConfigError(
+                    "stores",
+                    f"store name {name!r} must be 1-100 characters of letters, digits, '.', '_' or '-' (it"
+                    " names the store's changelog topic and files)",
+                )
+        if specs and process is None and process_batch is None:
+            raise ValueError("state stores are used by a process function: pass process= or process_batch=")
+        return cls(process, process_batch, specs, on_commit)
+
+    @property
+    def any(self) -> bool:
+        """Whether a function sees the rows (else the rows are the outputs, passed through)."""
+        return self.process is not None or self.process_batch is not None
+
 
 @attrs.frozen
 class Job:
@@ -123,10 +170,7 @@ class Job:
     config: Config
     batch_id: int
     layout: Layout
-    process: Process | None = None
-    process_batch: ProcessBatch | None = None
-    stores: dict[str, StoreSpec] = attrs.field(factory=dict)
-    on_commit: OnCommit | None = None
+    functions: Functions = attrs.field(factory=Functions)
     #: whether a task checks that no input before its first row of a partition reached another task
     #: (`format("eos")`, which cannot regroup; see `eos._input`)
     check_input: bool = False
@@ -286,9 +330,9 @@ class PartitionTask:
         # partition's offset would hold every stable read of it until transaction_timeout_ms.
         self.unchecked = entries.get(tp) if kept else None
         self.stats.committed_before = self.committed
-        if self.job.stores:  # step 4
+        if self.job.functions.stores:  # step 4
             if self.state is None:
-                self.state = PartitionState(self.scope, self.job.stores)
+                self.state = PartitionState(self.scope, self.job.functions.stores)
                 self.state.open(self.committed)
                 self.view = self.state.view
             else:
@@ -383,7 +427,7 @@ class PartitionTask:
         if self.dead is None or not exc.poison:
             return False
         through = getattr(exc, "through", None)
-        if through is not None and through != exc.offset and self.job.process_batch is not None:
+        if through is not None and through != exc.offset and self.job.functions.process_batch is not None:
             self.one_by_one = True
             self.log.warning("process_batch raised: calling it one row at a time", error=str(exc))
             return True
@@ -498,7 +542,7 @@ class PartitionTask:
 
     def _write(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """Produce the outputs of `chunk` into the open transaction; returns the rows written."""
-        if self.job.process is not None:
+        if self.job.functions.process is not None:
             return self._write_rows(chunk, may_stop)
         last = _arrow.last_offset(chunk, self.layout)
         rows, dead = self.dead.split(chunk, self.layout) if self.dead is not None else (chunk, None)
@@ -510,7 +554,7 @@ class PartitionTask:
 
     def _write_outputs(self, rows: pa.RecordBatch) -> int:
         """The outputs of pass-through rows or of one process_batch call over them; how many."""
-        if self.job.process_batch is not None:
+        if self.job.functions.process_batch is not None:
             outputs = self._call_process_batch(rows, _arrow.last_offset(rows, self.layout))
         else:
             outputs = _arrow.passthrough(rows, self.layout, self.config.output_topic)
@@ -520,7 +564,7 @@ class PartitionTask:
 
     def _write_dead(self, rows: pa.RecordBatch) -> int:
         """The dead letters of `rows` (every one a dead record), into the open transaction; how many."""
-        passthrough = self.job.process is None and self.job.process_batch is None
+        passthrough = not self.job.functions.any
         offsets = rows.column(self.layout.offset).to_pylist()
         for i, offset in enumerate(offsets):
             letter = self.dead.letter(rows.slice(i, 1), offset, passthrough)
@@ -532,7 +576,7 @@ class PartitionTask:
         if self.state is not None:
             self.state.set_input_offset(last)
         try:
-            result = self.job.process_batch(chunk, self.view)
+            result = self.job.functions.process_batch(chunk, self.view)
         except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
             caller = f"process_batch over input offsets {first}-{last}" if last != first else "process_batch"
             raise self._process_error(caller, exc, first, through=last) from exc
@@ -557,7 +601,7 @@ class PartitionTask:
 
     def _write_rows(self, chunk: pa.RecordBatch, may_stop: bool) -> int:
         """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
-        process, view, producer, state = self.job.process, self.view, self.producer, self.state
+        process, view, producer, state = self.job.functions.process, self.view, self.producer, self.state
         serializers = self.serializers
         layout, checkpoint = self.layout, self.checkpoint
         offsets = chunk.column(layout.offset).to_pylist()
@@ -609,8 +653,8 @@ class PartitionTask:
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = self.checkpoint.last_offset
         self.committed = self.checkpoint.last_offset + 1
-        if self.job.on_commit is not None:
-            self.job.on_commit(
+        if self.job.functions.on_commit is not None:
+            self.job.functions.on_commit(
                 Commit(
                     app_id=self.config.app_id,
                     topic=self.topic,

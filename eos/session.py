@@ -250,10 +250,9 @@ def register(
             f'format("eos") is a Python data source, which needs PySpark 4.0 or later (installed:'
             f" {pyspark.__version__}); on Spark 3.5 use foreachBatch(eos.sink(config))"
         )
-    from eos._batch import store_specs
-    from eos._datasource import Functions, source_class
+    from eos._datasource import source_class
+    from eos._task import Functions
 
-    specs = store_specs(process, process_batch, stores)
-    functions = Functions(process=process, process_batch=process_batch, stores=specs, on_commit=on_commit)
+    functions = Functions.of(process, process_batch, stores, on_commit)
     spark.dataSource.register(source_class(name, functions))
     return name

@@ -33,10 +33,10 @@ import pyarrow as pa
 
 from eos import _cluster, _metrics, _offsets, _partitioning, _parts
 from eos._arrow import Layout
-from eos._batch import batch_layout, check_output_topic, input_provenance, store_specs, task_slots
+from eos._batch import batch_layout, check_output_topic, input_provenance, task_slots
 from eos._input import READ_IN_COLUMN, Provenance
 from eos._log import get_logger
-from eos._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition, totals
+from eos._task import STATS_DDL, Functions, Job, OnCommit, Process, ProcessBatch, run_partition, totals
 from eos.config import Config
 from eos.errors import ConfigError
 from eos.state import StoreSpec
@@ -104,12 +104,9 @@ class Sink:
         if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
             raise ValueError(f"history_size must be a positive integer, got {history_size!r}")
         self.config = config
-        self.process = process
-        self.process_batch = process_batch
-        self.on_commit = on_commit
+        self.functions = Functions.of(process, process_batch, stores, on_commit)
         self.on_batch = on_batch
-        self.stores = store_specs(process, process_batch, stores)
-        if self.stores and config.input_mode == "any":
+        if self.functions.stores and config.input_mode == "any":
             raise ConfigError(
                 "stores",
                 "input_mode 'any' has no state stores: a store's changelog is kept per input partition, and"
@@ -147,7 +144,7 @@ class Sink:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.monotonic()
-        has_process = self.process is not None or self.process_batch is not None
+        has_process = self.functions.any
         layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
         check_output_topic(self.config, self.log)  # 2
         if self.config.exactly_once and not self._cluster_checked:
@@ -222,10 +219,7 @@ class Sink:
             config=self.config,
             batch_id=batch_id,
             layout=layout,
-            process=self.process,
-            process_batch=self.process_batch,
-            stores=self.stores,
-            on_commit=self.on_commit,
+            functions=self.functions,
             provenance=provenance,
             check_input=prove,
             start_known=prove,
@@ -245,9 +239,7 @@ class Sink:
             batch_id=batch_id,
             layout=layout,
             parts=self.config.parts,
-            process=self.process,
-            process_batch=self.process_batch,
-            on_commit=self.on_commit,
+            functions=self.functions,
         )
         rows = placed.mapInArrow(partial(_parts.run_parts, job), STATS_DDL).collect()  # P2
         stats = [row.asDict() for row in rows]

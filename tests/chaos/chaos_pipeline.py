@@ -29,7 +29,8 @@ import attrs
 from pyspark import cloudpickle
 
 import eos
-from eos._datasource import Functions, source_class
+from eos._datasource import source_class
+from eos._task import Functions
 from examples import pipeline
 
 # The standalone cluster's executors run in work directories of their own, where the `examples` and

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 import eos
 from eos import _clients, _producer, _worker
 from eos._arrow import Layout
-from eos._task import Job, PartitionTask
+from eos._task import Functions, Job, PartitionTask
 from tests.support.messages import Message
 
 IN, OUT = "in", "out"
@@ -228,8 +228,9 @@ def run_task(monkeypatch, tmp_path, inject: Injector, guarantee: str, stateful: 
         config,
         3,
         Layout(value="value", key="key"),
-        process=count_per_key if stateful else None,
-        stores={"counts": eos.StoreSpec(key_serde="bytes")} if stateful else {},
+        Functions(count_per_key, stores={"counts": eos.StoreSpec(key_serde="bytes")})
+        if stateful
+        else Functions(),
     )
     try:
         PartitionTask(job, IN, 0).run([batch()])

@@ -127,7 +127,7 @@ def test_process_and_process_batch_are_exclusive_and_stores_need_one():
         Sink(config(), lambda row, state: None, process_batch=lambda batch, state: None)
     with pytest.raises(ValueError, match="process_batch="):
         Sink(config(), stores={"counts": "json"})
-    assert Sink(config(), process_batch=lambda batch, state: None, stores={"counts": "json"}).stores
+    assert Sink(config(), process_batch=lambda batch, state: None, stores={"counts": "json"}).functions.stores
 
 
 def test_with_process_the_input_coordinates_are_still_required():

@@ -15,7 +15,7 @@ from eos import _input, _offsets
 from eos import _producer as producers
 from eos._arrow import Layout
 from eos._batch import batch_layout
-from eos._task import STATS_SCHEMA, Job, PartitionTask, run_partition
+from eos._task import STATS_SCHEMA, Functions, Job, PartitionTask, run_partition
 from eos.records import Output
 from eos.sink import Sink
 from tests.support.configs import config as base_config
@@ -217,7 +217,9 @@ def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def task(cfg: eos.Config, process: Callable | None = None, partition: int = 0, **kw) -> PartitionTask:
-    return PartitionTask(Job(cfg, 7, LAYOUT, process, **kw), IN, partition)
+    """A task of batch 7; `kw`: Functions' (process_batch, stores, on_commit) and Job's own."""
+    functions = {k: kw.pop(k) for k in ("process_batch", "stores", "on_commit") if k in kw}
+    return PartitionTask(Job(cfg, 7, LAYOUT, Functions(process, **functions), **kw), IN, partition)
 
 
 def run(cfg: eos.Config, offsets, process: Callable | None = None, partition: int = 0):
@@ -340,7 +342,7 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
     cfg = config(output_topic=None, output_topic_column="dest")
     layout, columns = batch_layout(cfg, Batch().dtypes, True)
     assert columns == batch.schema.names
-    PartitionTask(Job(cfg, 7, layout, process), IN, 0).run([batch])
+    PartitionTask(Job(cfg, 7, layout, Functions(process)), IN, 0).run([batch])
     assert kafka.outputs == [(f"dest-{o % 2}", f"p{o}", o) for o in range(4)]
 
 
