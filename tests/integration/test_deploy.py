@@ -2,7 +2,7 @@
 to a standalone cluster (a master and two workers on this machine), with eos shipped as a zip of its
 wheel through `--py-files` and the Kafka connector through `--jars`, to Pythons that do not have eos.
 
-About 40 s (a cluster's start-up and a venv), so it runs in `make test`.
+40-54 s (a cluster's start-up and a venv): `make chaos` (long-test) runs it, not `make test`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def _run(*argv, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path, dist):
     # eos as the cluster gets it: the wheel, zipped for --py-files (a wheel is a zip of the package).
     (wheel,) = dist.glob("*.whl")
