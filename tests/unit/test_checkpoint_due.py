@@ -77,5 +77,5 @@ def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
 def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
     eos_producer, alo_producer = Producer(), Producer()
     Checkpoint(scope(config()), eos_producer)
-    Checkpoint(scope(eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")), alo_producer)
+    Checkpoint(scope(base_config()), alo_producer)
     assert eos_producer.in_transaction and not alo_producer.in_transaction

@@ -22,6 +22,7 @@ from eos._scope import PartitionScope
 from eos.state import StoreSpec, _changelog
 from eos.state._partition import PartitionState
 from eos.state._sqlite import PartitionStore
+from tests.support.configs import config as base_config
 from tests.support.logs import Log
 from tests.support.messages import Message
 
@@ -73,10 +74,8 @@ def changelogs(monkeypatch) -> FakeChangelogs:
 
 
 def config(tmp_path: Path, mode: str = "transactional", guarantee: str = "exactly_once", **kw) -> eos.Config:
-    return eos.Config(
+    return base_config(
         bootstrap_servers="127.0.0.1:9",
-        app_id="app",
-        output_topic="out",
         processing_guarantee=guarantee,
         state_dir=str(tmp_path),
         state_mode=mode,

@@ -19,6 +19,7 @@ import eos
 from eos import _schemas
 from eos._arrow import Outputs
 from eos._datasource import settings_of
+from tests.support.configs import config as base_config
 from tests.support.orders_pb2 import Order
 from tests.support.registry import Registry
 from tests.unit.test_task_logic import DLQ, IN, committed, task
@@ -44,11 +45,8 @@ def fresh():
 
 
 def config(url: str = "mock://t", **kw) -> eos.Config:
-    return eos.Config(
+    return base_config(
         **{
-            "bootstrap_servers": "b:1",
-            "app_id": "app",
-            "output_topic": "out",
             "processing_guarantee": "exactly_once",
             "value_serializer": "avro",
             "value_schema": ORDER,

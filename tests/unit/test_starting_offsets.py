@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition
 
 import eos
 from eos import _clients, _offsets, session
+from tests.support.configs import config as base_config
 
 
 class RecordingConsumer:
@@ -53,7 +54,7 @@ def test_starting_offsets_do_not_wait_for_open_transactions_but_tasks_do(monkeyp
     monkeypatch.setattr(RecordingConsumer, "committed_offsets", {0: 40})
     _clients.clear()
     monkeypatch.setattr(_offsets, "require_topics", lambda config, topics, role: {"in": 2})
-    config = eos.Config(bootstrap_servers="b:1", app_id="app", output_topic="out")
+    config = base_config()
 
     monkeypatch.setattr(RecordingConsumer, "commits", [], raising=False)
     spec = session.starting_offsets(config, ["in"])
