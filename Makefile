@@ -47,7 +47,7 @@ $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
 
 # Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
 $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
-	@args="$$($(BIN)/python -c 'from eos._cache import maven_args; print(maven_args())')" && \
+	@args="$$($(BIN)/python -c 'from eos._spark._cache import maven_args; print(maven_args())')" && \
 	  dir="$${args##*-DoutputDirectory=}" && \
 	  echo "== Spark's Kafka connector jars for the installed PySpark (~20 MB) via Maven (~/.m2) into $$dir" && \
 	  rm -rf "$$dir" && set -o pipefail && \

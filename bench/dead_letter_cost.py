@@ -21,8 +21,8 @@ import uuid
 import pyarrow as pa
 
 from eos import testing
-from eos._arrow import Layout
-from eos._task import Functions, Job, PartitionTask
+from eos._core._arrow import Layout
+from eos._core._task import Functions, Job, PartitionTask
 from eos.config import Config
 
 

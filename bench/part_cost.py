@@ -13,8 +13,9 @@ import argparse
 import time
 import uuid
 
-from eos import _names, _offsets, _parts, testing
-from eos import _producer as producers
+from eos import _names, testing
+from eos._kafka import _offsets, _topics
+from eos._kafka import _producer as producers
 from eos.config import Config
 
 
@@ -33,7 +34,7 @@ def main() -> None:
         input_mode="any",
     )
     testing.create_topic(args.bootstrap, config.output_topic, 4)
-    _parts.ensure_parts_topic(config)
+    _topics.ensure_parts_topic(config)
     topic = _names.parts_topic(app)
     print("create  init  fetch  produce+flush  send_offsets  commit  close   (ms)")
     for n in range(args.rounds):

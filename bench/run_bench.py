@@ -124,8 +124,8 @@ def count_committed(bootstrap: str, topic: str, timeout: float = 300) -> int:
 def wait_for_group_coordinators(bootstrap: str, topic: str, timeout: float = 120) -> None:
     """Commit an offset for a few groups until each succeeds: __consumer_offsets exists and is loaded.
 
-    Before that, an admin ListConsumerGroupOffsets (eos._offsets.committed) can get an OffsetFetch error
-    that librdkafka 2.12.1 handles by touching the consumer-group state an admin client does not have:
+    Before that, an admin ListConsumerGroupOffsets (eos._kafka._offsets.committed) can get an OffsetFetch
+    error that librdkafka 2.12.1 handles by touching the consumer-group state an admin client does not have:
     a segfault in rd_kafka_cgrp_op (seen here, right after a fresh broker started).
     """
     deadline = time.monotonic() + timeout
@@ -460,7 +460,7 @@ class Bench:
 
     def row_eos_exactly_once_loop(self, out: str) -> dict:
         """Row 3 with one confluent-kafka produce() per record instead of the Arrow columns handed to
-        librdkafka whole: what eos/_rdkafka.py is worth."""
+        librdkafka whole: what eos/_kafka/_rdkafka.py is worth."""
         return self._eos_row("eos_exactly_once_loop", out, "exactly_once", arrow_produce=False)
 
     def row_eos_exactly_once_stateful(self, out: str) -> dict:
@@ -475,7 +475,7 @@ class Bench:
     def row_eos_exactly_once_regrouped(self, out: str) -> dict:
         """Row 3 regrouped (shuffle and sort), its rows checked against eos_input: what a batch pays that
         the Kafka source split, or a shuffled or filtered query under Spark Connect."""
-        from eos import _input
+        from eos._core import _input
 
         sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
 
@@ -488,7 +488,7 @@ class Bench:
     def row_eos_exactly_once_input_column(self, out: str) -> dict:
         """Row 3 with the rows checked against eos_input (as Connect and format("eos") check them), not
         against the lineage, and not regrouped: the cost of carrying and comparing the column."""
-        from eos import _input
+        from eos._core import _input
 
         sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
 
@@ -686,10 +686,10 @@ class Bench:
     def restore(self) -> dict:
         """A store of `restore_keys` keys rebuilt from its changelog into an empty state directory,
         per state mode, interleaved."""
+        from eos._core._scope import PartitionScope
+        from eos._kafka._changelog import ensure_changelog
         from eos._log import get_logger
         from eos._names import INPUT_OFFSET_HEADER
-        from eos._scope import PartitionScope
-        from eos.state._changelog import ensure_changelog
         from eos.state._partition import PartitionState
 
         keys = self.args.restore_keys

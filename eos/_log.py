@@ -78,6 +78,6 @@ class _ToEosLog(logging.Handler):
 
 
 def forget_setup() -> None:
-    """Decide again on next use whether to configure structlog (`eos._worker.reset`)."""
+    """Decide again on next use whether to configure structlog (`eos._core._worker.reset`)."""
     global _configured
     _configured = False

@@ -1,7 +1,7 @@
 """Every name eos leaves behind, on the broker and on disk, in one place.
 
 Runtime and `eos` CLI both read them from here, so an operator's tool never guesses what the sink
-wrote. (The commit metadata stamped on offsets is `eos._offsets`'s: it is a format, not a name.)
+wrote. (The commit metadata stamped on offsets is `eos._kafka._offsets`'s: it is a format, not a name.)
 
 On the broker, for an app id `app` and input topic-partition `t`/`p`:
     transactional.id    app:t:p                       one per input partition (exactly_once)

@@ -51,7 +51,8 @@
                                 the transaction outlived transaction.timeout.ms and the broker aborted it
 
 A leaf: this module imports nothing from eos (and nothing from confluent-kafka but a type), so every
-module can import it. Where confluent-kafka's errors become these is `eos._kafka`, the one boundary.
+module can import it. Where confluent-kafka's errors become these is `eos._kafka._translate`, the one
+boundary.
 """
 
 from __future__ import annotations

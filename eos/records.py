@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+import pyarrow as pa
 
 from eos.errors import OutputTypeError
 
@@ -98,3 +99,44 @@ def _routed(out: Output) -> Output:
             f"output field 'partition' must be an int >= 0 (None: the partitioner picks), not {partition!r}",
         )
     return out
+
+
+# -- the producer's input: output records as columns --------------------------------------------------
+
+_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
+
+
+def is_bytes(t: pa.DataType) -> bool:
+    """Binary or string, regular or large: what a record's value or key may be."""
+    return any(check(t) for check in _BYTES)
+
+
+@attrs.define
+class Outputs:
+    """Output records as columns of Python values, and the input record each one came from.
+
+    `topic` is one topic for every record or one per record (None: the default topic). `offsets` names
+    each record's input offset; without it every record comes from `first`..`last` (a process_batch call).
+    """
+
+    #: Arrow columns as the batch holds them (the producer hands them over whole where it can), or lists
+    values: pa.Array | pa.ChunkedArray | list[Any]
+    topic: str | list[str | None] | None
+    keys: pa.Array | pa.ChunkedArray | list[Any] | None = None
+    headers: list[Any] | None = None
+    partitions: list[int | None] | None = None
+    offsets: pa.Array | None = None
+    first: int = -1
+    last: int = -1
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def offset_of(self, i: int) -> int:
+        return self.offsets[i].as_py() if self.offsets is not None else self.first
+
+    def origin(self, i: int) -> str:
+        """How an error names the input of output record i, beyond the offset RecordError gives."""
+        if self.offsets is not None or self.first == self.last:
+            return ""
+        return f" (an output of process_batch over input offsets {self.first}-{self.last})"

@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eos import _cluster, _offsets
-from eos._cache import connector_package, spark_jars_dir
-from eos._clients import spark_source_options
-from eos._input import INPUT_COLUMN
+from eos._core._input import INPUT_COLUMN
+from eos._core._task import OnCommit, Process, ProcessBatch
+from eos._kafka import _cluster, _offsets
+from eos._kafka._clients import spark_source_options
 from eos._log import get_logger
-from eos._task import OnCommit, Process, ProcessBatch
+from eos._spark._cache import connector_package, spark_jars_dir
 from eos.config import SPARK_REDACTION_REGEX, Config
 from eos.errors import EosError
 from eos.state import StoreSpec
@@ -250,9 +250,8 @@ def register(
             f'format("eos") is a Python data source, which needs PySpark 4.0 or later (installed:'
             f" {pyspark.__version__}); on Spark 3.5 use foreachBatch(eos.sink(config))"
         )
-    from eos._datasource import source_class
-    from eos._task import Functions
+    from eos._spark._batch import functions
+    from eos._spark._datasource import source_class
 
-    functions = Functions.of(process, process_batch, stores, on_commit)
-    spark.dataSource.register(source_class(name, functions))
+    spark.dataSource.register(source_class(name, functions(process, process_batch, stores, on_commit)))
     return name

@@ -4,7 +4,7 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
     D1. checks the batch's columns (before any transaction begins);
     D2. checks that a broker answers and the configured output topic exists (and, once, that
        transaction_timeout_ms is within the broker's transaction.max.timeout.ms);
-    D3. decides what the tasks check each row's input coordinates against (`eos._input`): the Kafka
+    D3. decides what the tasks check each row's input coordinates against (`eos._core._input`): the Kafka
        range of the Spark partition it was read in, from the batch's lineage (`_partitioning`, classic
        Spark), else the `eos_input` column (Spark Connect), and groups the rows so that each input
        topic-partition is one run in offset order in one Spark task: nothing to do where the Kafka source
@@ -12,11 +12,11 @@ Per micro-batch, `Sink.__call__` runs D1-D5 of docs/protocol.md:
        and a sort by offset, e.g. where the source split them (minPartitions / maxRecordsPerPartition);
        under Spark Connect (no lineage) the batch as it is, checked by step 3a, regrouped once that
        check fails it;
-    D4. runs `eos._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
+    D4. runs `eos._core._task.run_partition` on the executors through `mapInArrow` (Arrow record batches, no
        RDD API, so Spark Connect runs it too) and collects one small stats row per input partition;
     D5. logs a batch summary, keeps it in `Sink.history` and hands it to `on_batch`.
 
-With `input_mode="any"` (rows without Kafka input coordinates) D3-D4 are P1-P2 of `eos._parts`: the
+With `input_mode="any"` (rows without Kafka input coordinates) D3-D4 are P1-P2 of `eos._core._parts`: the
 rows are placed in parts, each written once per batch id.
 """
 
@@ -31,12 +31,15 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos import _cluster, _metrics, _offsets, _partitioning, _parts
-from eos._arrow import Layout
-from eos._batch import batch_layout, check_output_topic, input_provenance, task_slots
-from eos._input import READ_IN_COLUMN, Provenance
+from eos._core import _parts
+from eos._core._arrow import Layout
+from eos._core._input import READ_IN_COLUMN, Provenance
+from eos._core._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition, totals
+from eos._kafka import _cluster, _offsets, _topics
 from eos._log import get_logger
-from eos._task import STATS_DDL, Functions, Job, OnCommit, Process, ProcessBatch, run_partition, totals
+from eos._spark import _metrics, _partitioning
+from eos._spark._batch import batch_layout, check_output_topic, functions, input_provenance, task_slots
+from eos._spark._placement import place
 from eos.config import Config
 from eos.errors import ConfigError
 from eos.state import StoreSpec
@@ -104,7 +107,7 @@ class Sink:
         if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
             raise ValueError(f"history_size must be a positive integer, got {history_size!r}")
         self.config = config
-        self.functions = Functions.of(process, process_batch, stores, on_commit)
+        self.functions = functions(process, process_batch, stores, on_commit)
         self.on_batch = on_batch
         if self.functions.stores and config.input_mode == "any":
             raise ConfigError(
@@ -230,10 +233,10 @@ class Sink:
     def _write_parts(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
     ) -> None:
-        """input_mode "any": P1-P3 of docs/protocol.md (`eos._parts`)."""
-        _parts.ensure_parts_topic(self.config)  # asks the broker once per process
+        """input_mode "any": P1-P3 of docs/protocol.md (`eos._core._parts`)."""
+        _topics.ensure_parts_topic(self.config)  # asks the broker once per process
         key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
-        placed = _parts.place(batch_df, self.config, columns, key)  # P1
+        placed = place(batch_df, self.config, columns, key)  # P1
         job = _parts.PartJob(
             config=self.config,
             batch_id=batch_id,
@@ -241,7 +244,7 @@ class Sink:
             parts=self.config.parts,
             functions=self.functions,
         )
-        rows = placed.mapInArrow(partial(_parts.run_parts, job), STATS_DDL).collect()  # P2
+        rows = placed.mapInArrow(partial(_run_parts, job), STATS_DDL).collect()  # P2
         stats = [row.asDict() for row in rows]
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped=True))  # P3
 
@@ -286,9 +289,17 @@ sink = Sink
 
 
 def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """D4's `mapInArrow` function, on the executors: `eos._task.run_partition` told the Spark partition
+    """D4's `mapInArrow` function, on the executors: `eos._core._task.run_partition` told the Spark partition
     its task read."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     return run_partition(job, batches, context.partitionId() if context is not None else -1)
+
+
+def _run_parts(job: _parts.PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """P2's `mapInArrow` function: `eos._core._parts.run_parts` told the Spark partition of its task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return _parts.run_parts(job, batches, context.partitionId() if context is not None else 0)

@@ -16,7 +16,7 @@ import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos._clients import with_logger
+from eos._kafka._clients import with_logger
 
 __all__ = [
     "MARKER_HEADER",

@@ -2,7 +2,7 @@
 
 `make test` runs the default combination (constraints.txt: Python 3.11, PySpark 4.0.0, Kafka 4.1.1).
 Here each combination below gets a venv with its Python and pinned libraries (eos installed from the
-checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._cache.maven_args`), a
+checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._spark._cache.maven_args`), a
 broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
 read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (PySpark 4.2+).
@@ -175,7 +175,7 @@ def prepare(combo: Combo, work: Path) -> Path:
         ):
             raise RuntimeError(f"pip failed: see {log_path}")
     maven_args = subprocess.run(
-        [str(python), "-c", "from eos._cache import maven_args; print(maven_args())"],
+        [str(python), "-c", "from eos._spark._cache import maven_args; print(maven_args())"],
         cwd=ROOT,
         capture_output=True,
         text=True,

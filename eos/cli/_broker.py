@@ -19,8 +19,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaE
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import OffsetSpec
 
-from eos import _clients, _offsets
-from eos._kafka import kafka_error_of
+from eos._kafka import _clients, _offsets
+from eos._kafka._translate import kafka_error_of
 from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
 from eos.cli._tools import tools_classpath
 from eos.config import Config
@@ -50,7 +50,7 @@ class Broker:
 
     @property
     def admin(self):
-        return _clients.admin(self.config)  # cached per settings by eos._clients; created on first use
+        return _clients.admin(self.config)  # cached per settings by eos._kafka._clients; created on first use
 
     def _wait(self, future: concurrent.futures.Future, what: str, *, absent=(), refused=()):
         """The future's result, its failure mapped to an exit code: `absent` error codes give None,
@@ -101,7 +101,7 @@ class Broker:
         """Wait until the group's coordinator answers DescribeGroups. librdkafka's admin
         ListConsumerGroupOffsets crashes the process (SIGSEGV, librdkafka issue 5040) when the broker
         answers it NOT_COORDINATOR, as a just-started broker does while it loads __consumer_offsets;
-        eos's runtime reads offsets through a consumer instead (`eos._offsets`), but listing *every*
+        eos's runtime reads offsets through a consumer instead (`eos._kafka._offsets`), but listing *every*
         partition of a group needs the admin call, so the CLI first lets the coordinator settle."""
         if group in self._ready:
             return
@@ -227,7 +227,7 @@ class Broker:
         return [] if description is None else [f"{m.client_id}@{m.host}" for m in description.members]
 
     def alter(self, group: str, offsets: dict[TP, int]) -> None:
-        """Set the group's offsets, stamped as set by an operator (`eos._offsets.cli_stamp`), which the
+        """Set the group's offsets, stamped as set by an operator (`eos._kafka._offsets.cli_stamp`), which the
         app accepts as its own."""
         metadata = _offsets.cli_stamp(group)
         request = [

@@ -15,7 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from eos import _clients, _deadletter, _kafka
+from eos._core import _deadletter
+from eos._kafka import _clients, _translate
 from eos.cli._args import Leaf, subcommands
 from eos.cli._base import EXIT_OK, EXIT_UNREACHABLE, CliError, format_table, print_json
 from eos.cli._broker import Broker
@@ -57,7 +58,7 @@ def default_group(topic: str) -> str:
 
 def _consumer(config: Config, group: str) -> Consumer:
     settings = _clients.consumer_settings(config, **{"group.id": group, "enable.partition.eof": True})
-    with _kafka.translating("creating the dead-letter consumer"):
+    with _translate.translating("creating the dead-letter consumer"):
         return Consumer(_clients.with_logger(settings))
 
 
@@ -69,7 +70,7 @@ def _letters(
     transaction wrote above it is not returned)."""
     ends = {}
     for p in range(partitions):
-        with _kafka.translating(f"reading the end of {topic}/{p}"):
+        with _translate.translating(f"reading the end of {topic}/{p}"):
             ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
     waiting = {p for p in range(partitions) if start.get(p, 0) < ends[p]}
     consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in range(partitions)])
@@ -88,7 +89,7 @@ def _letters(
             if msg.error().code() == KafkaError._PARTITION_EOF:
                 waiting.discard(msg.partition())
                 continue
-            raise _kafka.translate_error(msg.error(), f"reading {topic}")
+            raise _translate.translate_error(msg.error(), f"reading {topic}")
         yield msg
 
 
@@ -172,16 +173,16 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     try:
         if args.execute:
             settings = _clients.producer_settings(config, group)
-            with _kafka.translating("creating the replay producer"):
+            with _translate.translating("creating the replay producer"):
                 producer = Producer(_clients.with_logger(settings))
-            _kafka.call(
+            _translate.call(
                 lambda: producer.init_transactions(args.timeout),
                 what=f"init_transactions ({group})",
                 timeout_s=args.timeout,
             )
         for msg in _letters(consumer, args.topic, count, committed, args.timeout):
             if producer is not None and chunk == 0:
-                _kafka.call(producer.begin_transaction, what="begin_transaction", timeout_s=args.timeout)
+                _translate.call(producer.begin_transaction, what="begin_transaction", timeout_s=args.timeout)
             chunk += 1
             headers = msg.headers() or []
             if not any(k == _deadletter.KIND for k, _ in headers):
@@ -221,9 +222,11 @@ def _produce(producer: Producer, topic: str, value, key, headers) -> None:
 def _commit(producer: Producer, consumer: Consumer, timeout: float) -> None:
     """The chunk's copies and the replay group's offsets, in one transaction."""
     positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-    _kafka.call(
+    _translate.call(
         lambda: producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout),
         what="send_offsets_to_transaction",
         timeout_s=timeout,
     )
-    _kafka.call(lambda: producer.commit_transaction(timeout), what="commit_transaction", timeout_s=timeout)
+    _translate.call(
+        lambda: producer.commit_transaction(timeout), what="commit_transaction", timeout_s=timeout
+    )

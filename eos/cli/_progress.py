@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eos import _ledger, _names, _offsets, _parts
+from eos import _names
+from eos._core import _parts
+from eos._kafka import _offsets
+from eos._spark import _ledger
 from eos.cli._args import Leaf, non_negative_int, subcommands
 from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_UNKNOWN_APP, CliError, format_table, print_json
 from eos.cli._broker import Broker
@@ -95,7 +98,7 @@ def cmd_ledger_show(args, config: Config, broker: Broker) -> int:
 
 
 def cmd_parts_show(args, config: Config, broker: Broker) -> int:
-    """input_mode "any": what each part's committed progress offset says (`eos._parts.Progress`)."""
+    """input_mode "any": what each part's committed progress offset says (`eos._core._parts.Progress`)."""
     app = config.app_id
     topic = _names.parts_topic(app)
     count = broker.partitions([topic]).get(topic)

@@ -1,6 +1,6 @@
 """Kafka's tools jars for `eos transactions`, found or fetched on first use.
 
-A checkout has them from `make setup` (the broker's jars, `eos._cache.kafka_libs`). A `pip install`
+A checkout has them from `make setup` (the broker's jars, `eos._spark._cache.kafka_libs`). A `pip install`
 has no Maven and no broker jars, so the few jars `TransactionsCommand` needs are downloaded from a
 Maven repository (Maven Central by default) into a user cache, each checked against the repository's
 SHA-1 and moved into place only when whole. The versions of its dependencies come from the
@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from eos._cache import kafka_libs
+from eos._spark._cache import kafka_libs
 from eos.cli._base import EXIT_ERROR, CliError
 
 TOOLS_VERSION = "4.1.1"  # the Kafka of `make setup`'s broker; EOS_KAFKA_TOOLS_VERSION overrides

@@ -38,16 +38,16 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from eos import _names
-from eos._scope import PartitionScope
+from eos._core._scope import PartitionScope
+from eos._kafka import _changelog
 from eos.records import Output
-from eos.state import _changelog
 from eos.state._api import State, Store, StoreSpec
 from eos.state._sqlite import PartitionStore
 
 
 class ChangelogProducer(Protocol):
-    """What the stores need of the partition's producer (`eos._producer.OutputProducer` is one): to send
-    a write to its changelog, and the offset each changelog partition's last write reached."""
+    """What the stores need of the partition's producer (`eos._kafka._producer.OutputProducer` is one): to
+    send a write to its changelog, and the offset each changelog partition's last write reached."""
 
     delivered_offsets: Mapping[tuple[str, int], int]
 

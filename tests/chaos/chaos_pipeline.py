@@ -29,8 +29,8 @@ import attrs
 from pyspark import cloudpickle
 
 import eos
-from eos._datasource import source_class
-from eos._task import Functions
+from eos._core._task import Functions
+from eos._spark._datasource import source_class
 from examples import pipeline
 
 # The standalone cluster's executors run in work directories of their own, where the `examples` and

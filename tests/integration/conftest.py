@@ -206,7 +206,7 @@ def kafka_stream(spark, bootstrap: str, topic: str):
 
 
 def group_offsets(config, topic: str, partitions: int) -> dict[int, int | None]:
-    from eos import _offsets
+    from eos._kafka import _offsets
 
     committed = _offsets.committed(config, [(topic, p) for p in range(partitions)])
     return {p: committed[(topic, p)] for p in range(partitions)}

@@ -19,8 +19,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 import eos
-from eos._arrow import Layout
-from eos._task import Functions, Job, run_partition
+from eos._core._arrow import Layout
+from eos._core._task import Functions, Job, run_partition
 
 SCHEMA = pa.schema(
     [

@@ -13,7 +13,8 @@ import time
 import pytest
 from conftest import finish, kill_after_commits, line_count, seed, start_pipeline
 
-from eos import _parts, testing
+from eos import testing
+from eos._core import _parts
 from tests.support.aggregates import (
     check_running_counts,
     check_windows,

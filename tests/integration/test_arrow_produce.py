@@ -1,5 +1,5 @@
-"""The Arrow produce path (eos/_rdkafka.py) on a real broker, beside the produce() loop it stands in for:
-the same records in the same partitions and order, a full queue losing and reordering nothing, a record
+"""The Arrow produce path (eos/_kafka/_rdkafka.py) on a real broker, beside the produce() loop it stands in
+for: the same records in the same partitions and order, a full queue losing and reordering nothing, a record
 refused at once named by its input offset with nothing committed."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 
 import eos
-from eos import _producer, _rdkafka, testing
-from eos._arrow import Outputs
+from eos import testing
+from eos._kafka import _producer, _rdkafka
 from eos.errors import ProduceError
+from eos.records import Outputs
 
 SOURCE = "in-topic"
 #: producer settings under which a 5,000-byte record is refused at once (librdkafka's message.max.bytes)
@@ -174,8 +175,8 @@ def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstra
     and the input offset, in one transaction."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from eos._arrow import Layout
-    from eos._task import Job, PartitionTask
+    from eos._core._arrow import Layout
+    from eos._core._task import Job, PartitionTask
 
     source, output, dead_letters = names("in"), names("out"), names("dlq")
     for topic in (source, output, dead_letters):

@@ -25,15 +25,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 import eos
 from eos import testing
+from eos._core._scope import PartitionScope
+from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
 from eos._names import INPUT_OFFSET_HEADER
-from eos._scope import PartitionScope
 from eos.cli import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, build_config
 from eos.cli._base import CliError
 from eos.cli._broker import Broker
 from eos.cli._tools import MAVEN_CENTRAL
 from eos.session import free_port
-from eos.state._changelog import ensure_changelog
 from eos.state._partition import PartitionState
 from tests.support.localbroker import SASL_USERS
 

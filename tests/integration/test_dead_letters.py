@@ -114,8 +114,8 @@ def test_dlq_show_groups_dead_letters_and_replay_copies_them_once(bootstrap, nam
     from test_cli import cli, ok
 
     import eos
-    from eos._arrow import Layout
-    from eos._task import Functions, Job, PartitionTask
+    from eos._core._arrow import Layout
+    from eos._core._task import Functions, Job, PartitionTask
 
     source, output, dead_letters, retry = names("in"), names("out"), names("dlq"), names("retry")
     for topic in (source, output, dead_letters, retry):
@@ -187,7 +187,7 @@ def test_an_abort_right_after_a_refused_record_leaves_the_producer_usable(bootst
     INVALID_TXN_STATE in about 1 try of 3 (librdkafka issue 4849)."""
 
     import eos
-    from eos import _offsets, _producer
+    from eos._kafka import _offsets, _producer
 
     source, output = names("in"), names("out")
     for topic in (source, output):

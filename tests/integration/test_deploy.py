@@ -16,7 +16,7 @@ import pytest
 
 import eos
 from eos import testing
-from eos._cache import spark_jars_dir
+from eos._spark._cache import spark_jars_dir
 from tests.chaos.cluster import StandaloneCluster, _spark_home
 from tests.support.summaries import read_summaries
 from tests.support.venvs import fresh_venv

@@ -14,9 +14,10 @@ from conftest import finish, kill_after_commits, seed, start_pipeline
 from partition_task_app import SCHEMA
 
 import eos
-from eos import _offsets, testing
-from eos._arrow import Layout
-from eos._task import Job, PartitionTask
+from eos import testing
+from eos._core._arrow import Layout
+from eos._core._task import Job, PartitionTask
+from eos._kafka import _offsets
 from tests.support.summaries import read_ledger
 
 pytestmark = pytest.mark.skipif(

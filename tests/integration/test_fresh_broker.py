@@ -22,7 +22,7 @@ from tests.support.localbroker import LocalBroker
 READ_OFFSETS = """
 import sys
 import eos
-from eos import _offsets
+from eos._kafka import _offsets
 
 for i in range(10):
     config = eos.Config(bootstrap_servers=sys.argv[1], app_id=f"fresh-{i}", output_topic="out")

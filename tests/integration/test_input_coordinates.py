@@ -11,7 +11,8 @@ import pytest
 from conftest import seed
 
 import eos
-from eos import _offsets, testing
+from eos import testing
+from eos._kafka import _offsets
 
 PARTITIONS = 4
 PER_PARTITION = 250

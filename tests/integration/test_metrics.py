@@ -95,7 +95,7 @@ def test_prometheus_endpoint_shows_a_running_querys_figures(spark, bootstrap, na
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from eos._metrics import next_offset
+    from eos._spark._metrics import next_offset
     from eos.session import free_port
 
     source, output = names("in"), names("out")

@@ -17,7 +17,7 @@ import pytest
 
 import eos
 from eos import testing
-from eos._cache import cache_dir
+from eos._spark._cache import cache_dir
 from tests.support.localbroker import SASL_USERS
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries

@@ -20,9 +20,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from conftest import finish, group_offsets, run_query, start_pipeline
 
 import eos
-from eos import _offsets, cli, testing
-from eos._arrow import Layout
-from eos._task import Functions, Job, run_partition
+from eos import cli, testing
+from eos._core._arrow import Layout
+from eos._core._task import Functions, Job, run_partition
+from eos._kafka import _offsets
 from examples.pipeline import count_per_key
 from tests.support.processes import pyspark_python, threads_and_rss
 from tests.support.summaries import read_summaries

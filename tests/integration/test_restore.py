@@ -12,10 +12,10 @@ from confluent_kafka import Producer
 
 import eos
 from eos import testing
+from eos._core._scope import PartitionScope
+from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
 from eos._names import INPUT_OFFSET_HEADER
-from eos._scope import PartitionScope
-from eos.state._changelog import ensure_changelog
 from eos.state._partition import PartitionState
 
 KEYS = 100_000

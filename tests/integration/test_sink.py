@@ -10,7 +10,8 @@ import pytest
 from conftest import group_offsets, run_query
 
 import eos
-from eos import _producer, testing
+from eos import testing
+from eos._kafka import _producer
 from examples.pipeline import append_summary
 from tests.support.summaries import read_summaries
 
@@ -142,7 +143,7 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
 
 
 def _offsets_metadata(config):
-    from eos import _offsets
+    from eos._kafka import _offsets
 
     return _offsets.group_metadata(config)
 

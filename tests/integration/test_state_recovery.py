@@ -19,8 +19,8 @@ from conftest import finish, run_query, start_pipeline
 
 import eos
 from eos import testing
-from eos._cache import kafka_libs
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_owner, changelog_topic
+from eos._spark._cache import kafka_libs
 from tests.support.summaries import read_summaries
 
 

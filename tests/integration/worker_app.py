@@ -1,5 +1,5 @@
 """A Python worker's life without Spark: one process that runs partition tasks one after another, keeping
-its producers between them (`eos._producer`'s cache) as a PySpark worker does, so that a test can give
+its producers between them (`eos._kafka._producer`'s cache) as a PySpark worker does, so that a test can give
 two such workers the same input partition in turn.
 
     python worker_app.py BOOTSTRAP APP_ID INPUT OUTPUT OPERATION_TIMEOUT_MS
@@ -15,8 +15,8 @@ import json
 import sys
 
 import eos
-from eos._arrow import Layout
-from eos._task import Job, run_partition
+from eos._core._arrow import Layout
+from eos._core._task import Job, run_partition
 from tests.integration.partition_task_app import batches, rows
 
 

@@ -26,7 +26,7 @@ def archive() -> Path:
     """The class-data-sharing archive of the installed PySpark's driver classes."""
     import pyspark
 
-    from eos._cache import cache_dir
+    from eos._spark._cache import cache_dir
 
     return cache_dir() / "jvm" / f"spark-{pyspark.__version__}.jsa"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from eos._cache import cache_dir, kafka_libs
+from eos._spark._cache import cache_dir, kafka_libs
 from eos.session import free_port
 
 _SERVER_PROPERTIES = """\

@@ -1,4 +1,4 @@
-"""eos._arrow: runs of one input topic-partition, the rows below a committed offset, pass-through
+"""eos._core._arrow: runs of one input topic-partition, the rows below a committed offset, pass-through
 output columns, and the validation of what `process_batch` returns."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 import eos
-from eos._arrow import Layout, batch_outputs, below, passthrough, tp_runs
+from eos._core._arrow import Layout, batch_outputs, below, passthrough, tp_runs
 
 LAYOUT = Layout(value="value")
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

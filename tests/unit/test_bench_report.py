@@ -87,15 +87,15 @@ def test_tables_list_rows_in_report_order_with_ratios():
 
 def test_profile_summary_ranks_self_and_inclusive_samples():
     stacks = [
-        (["process 1:python", "main (worker.py:1)", "produce (eos/_producer.py:55)"], 60),
+        (["process 1:python", "main (worker.py:1)", "produce (eos/_kafka/_producer.py:55)"], 60),
         (["process 1:python", "main (worker.py:1)", "loads (serializers.py:472)"], 40),
     ]
     summary = report.profile_summary(stacks, seconds=2.0, rate=100)
     assert summary["samples"] == 100 and summary["busy_workers"] == 0.5
-    assert summary["top_self"][0] == ("produce (eos/_producer.py:55)", 60.0)
+    assert summary["top_self"][0] == ("produce (eos/_kafka/_producer.py:55)", 60.0)
     assert summary["top_inclusive"][0] == ("main (worker.py:1)", 100.0)
     assert all(not name.startswith("process ") for name, _ in summary["top_inclusive"])
-    assert "| 60.0 | produce (eos/_producer.py:55) |" in report.profile_table({"row": "r", **summary})
+    assert "| 60.0 | produce (eos/_kafka/_producer.py:55) |" in report.profile_table({"row": "r", **summary})
 
 
 def test_cost_split_fits_a_cost_per_batch_and_per_record():

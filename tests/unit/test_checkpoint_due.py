@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import partial
 
 import eos
-from eos._checkpoint import Checkpoint
-from eos._scope import PartitionScope
+from eos._core._checkpoint import Checkpoint
+from eos._core._scope import PartitionScope
 from tests.support.configs import config as base_config
 
 
@@ -54,7 +54,7 @@ def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
 
 def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr("eos._checkpoint.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("eos._core._checkpoint.time.monotonic", lambda: now[0])
     checkpoint = Checkpoint(scope(config(commit_interval_ms=500)), Producer())
     checkpoint.mark(0, 1, 1)
     assert not checkpoint.due()

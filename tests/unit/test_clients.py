@@ -1,4 +1,5 @@
-"""eos._clients: the settings of every Kafka client eos creates, built from Config (no client is created)."""
+"""eos._kafka._clients: the settings of every Kafka client eos creates, built from Config (no client is
+created)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from eos._clients import admin_settings, consumer_settings, producer_settings, spark_source_options
+from eos._kafka._clients import admin_settings, consumer_settings, producer_settings, spark_source_options
 from tests.support.configs import config as base_config
 
 config = partial(base_config, bootstrap_servers="b1:9092,b2:9092")

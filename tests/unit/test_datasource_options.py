@@ -1,5 +1,6 @@
 """`format("eos")` options become a Config and the data source's own settings (`settings_of`), and its
-ledger (`eos._ledger`): files per batch, attempts appended, old batches dropped. No Spark, no broker."""
+ledger (`eos._spark._ledger`): files per batch, attempts appended, old batches dropped. No Spark, no
+broker."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource")
 
 import eos  # noqa: E402
-from eos import _ledger  # noqa: E402
-from eos._datasource import settings_of  # noqa: E402
+from eos._spark import _ledger  # noqa: E402
+from eos._spark._datasource import settings_of  # noqa: E402
 from eos.cli._main import main as cli  # noqa: E402
 
 GOOD = {"kafka.bootstrap.servers": "b:9092", "topic": "out", "eos.app.id": "app"}

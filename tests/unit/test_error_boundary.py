@@ -19,9 +19,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import eos
-from eos import _clients, _producer, _worker
-from eos._arrow import Layout
-from eos._task import Functions, Job, PartitionTask
+from eos._core import _worker
+from eos._core._arrow import Layout
+from eos._core._task import Functions, Job, PartitionTask
+from eos._kafka import _clients, _producer
 from tests.support.messages import Message
 
 IN, OUT = "in", "out"

@@ -1,4 +1,5 @@
-"""eos.errors (the hierarchy, a leaf) and eos._kafka (the one place confluent-kafka errors are classified)."""
+"""eos.errors (the hierarchy, a leaf) and eos._kafka._translate (the one place confluent-kafka errors are
+classified)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 import eos
 from eos import errors
-from eos._kafka import Delivery, Kind, classify, classify_delivery, is_fenced, kafka_error_of
-from eos._kafka import translate as as_eos_error
+from eos._kafka._translate import Delivery, Kind, classify, classify_delivery, is_fenced, kafka_error_of
+from eos._kafka._translate import translate as as_eos_error
 
 
 def kerr(code=KafkaError._FAIL, reason="boom", *, fatal=False, retriable=False, abort=False) -> KafkaError:

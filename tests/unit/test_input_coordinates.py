@@ -1,4 +1,4 @@
-"""`eos._input.check_rows`: each row's topic/partition/offset against what Spark read, every way the
+"""`eos._core._input.check_rows`: each row's topic/partition/offset against what Spark read, every way the
 sink knows it (the integration tests run the same through Spark in every API)."""
 
 from __future__ import annotations
@@ -7,9 +7,15 @@ import attrs
 import pyarrow as pa
 import pytest
 
-from eos._arrow import Layout
-from eos._input import INPUT_COLUMN, READ_IN_COLUMN, Provenance, check_rows, checked_batches
-from eos._partitioning import SourceRange
+from eos._core._arrow import Layout
+from eos._core._input import (
+    INPUT_COLUMN,
+    READ_IN_COLUMN,
+    Provenance,
+    SourceRange,
+    check_rows,
+    checked_batches,
+)
 from eos.errors import InputCoordinateError, InputOrderError
 
 LAYOUT = Layout(value="value")
@@ -154,7 +160,7 @@ def _partitions(n: int) -> tuple[SourceRange, ...]:
 
 
 def test_a_batch_with_more_input_partitions_than_cores_runs_in_one_task_per_core():
-    from eos._batch import task_slots
+    from eos._spark._batch import task_slots
 
     assert task_slots(_Batch(2), Provenance(partitions=_partitions(4))) == 2
     assert task_slots(_Batch(4), Provenance(partitions=_partitions(4))) is None  # one wave already
@@ -188,7 +194,7 @@ def test_a_coalesced_task_checks_each_run_against_the_partition_it_was_read_in()
 
 def _scope(first: int):
     from eos import Config
-    from eos._scope import PartitionScope
+    from eos._core._scope import PartitionScope
 
     config = Config(bootstrap_servers="localhost:1", app_id="app", output_topic="out")
     return attrs.evolve(PartitionScope.of(config, "in", 0, 1, query="q1"), first=first)
@@ -197,8 +203,8 @@ def _scope(first: int):
 def test_a_task_whose_rows_lie_below_another_tasks_commit_is_told_they_were_not_written():
     """Task 20 committed offset 99 in this batch and this task's rows begin at 21: its rows 21-98 lie
     below that offset, unwritten (rows dealt out by key), however early the other task began."""
-    from eos import _offsets
-    from eos._input import require_unshared
+    from eos._core._input import require_unshared
+    from eos._kafka import _offsets
 
     entry = _offsets.Committed(99, _offsets.stamp(_scope(20).config, "q1", 1, 20))
     with pytest.raises(InputOrderError) as info:
@@ -209,8 +215,8 @@ def test_a_task_whose_rows_lie_below_another_tasks_commit_is_told_they_were_not_
 
 
 def test_a_task_whose_rows_follow_another_tasks_commit_loses_nothing():
-    from eos import _offsets
-    from eos._input import require_unshared
+    from eos._core._input import require_unshared
+    from eos._kafka import _offsets
 
     entry = _offsets.Committed(50, _offsets.stamp(_scope(20).config, "q1", 1, 20))
     with pytest.raises(InputOrderError, match="Nothing is lost"):

@@ -9,8 +9,9 @@ import re
 import pytest
 
 import eos
-from eos import _clients, _log, testing
-from eos._producer import OutputProducer, _cache_key
+from eos import _log, testing
+from eos._kafka import _clients
+from eos._kafka._producer import OutputProducer, _cache_key
 from eos.session import free_port
 from tests.support.logs import Log
 

@@ -1,4 +1,4 @@
-"""eos._metrics without Spark or a broker: a batch's summary becomes the labelled figures a Prometheus
+"""eos._spark._metrics without Spark or a broker: a batch's summary becomes the labelled figures a Prometheus
 scrape reads (prometheus_client's own text format and parser); `metrics_port` is checked as a port."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import eos
-from eos import _metrics
+from eos._spark import _metrics
 from eos.sink import Sink
 from tests.unit.test_sink_history import stats
 

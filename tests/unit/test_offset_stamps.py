@@ -1,4 +1,4 @@
-"""eos._offsets: every committed input offset carries this app's stamp; any other is refused, naming
+"""eos._kafka._offsets: every committed input offset carries this app's stamp; any other is refused, naming
 the group, the partition and the offset, before anything of that partition is written or skipped."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 import eos
-from eos._offsets import Committed, check_stamps, cli_stamp, is_own, stamp
+from eos._kafka._offsets import Committed, check_stamps, cli_stamp, is_own, stamp
 from tests.support.configs import config as base_config
 
 config = partial(base_config, app_id="orders")

@@ -1,4 +1,4 @@
-"""input_mode "any" (eos._parts) without Spark or a broker: the digest, the progress record, the names,
+"""input_mode "any" (eos._core._parts) without Spark or a broker: the digest, the progress record, the names,
 the config and the batch check of the mode."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import eos
-from eos import _names, _offsets
-from eos._batch import batch_layout
-from eos._parts import Digest, Progress
+from eos import _names
+from eos._core._parts import Digest, Progress
+from eos._kafka import _offsets
+from eos._spark._batch import batch_layout
 from eos.errors import BatchSchemaError, ConfigError
 from eos.sink import Sink
 from tests.support.configs import config as base_config

@@ -1,12 +1,13 @@
-"""eos._producer's per-worker cache: producers are kept between tasks, at most max_producers_per_worker of
-them, the least recently used closed first (one per input partition ever seen would grow forever)."""
+"""eos._kafka._producer's per-worker cache: producers are kept between tasks, at most
+max_producers_per_worker of them, the least recently used closed first (one per input partition ever
+seen would grow forever)."""
 
 from __future__ import annotations
 
 import pytest
 
 import eos
-from eos import _producer
+from eos._kafka import _producer
 from tests.support.configs import config as base_config
 
 

@@ -7,8 +7,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos import _producer
-from eos._arrow import Outputs
+from eos._kafka import _producer
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
@@ -17,7 +16,7 @@ from eos.errors import (
     ProduceError,
     TransactionAbortableError,
 )
-from eos.records import Output
+from eos.records import Output, Outputs
 
 FENCED = KafkaError(
     KafkaError._FENCED, "Failed to add partitions to transaction: fenced by a newer instance", fatal=True

@@ -1,4 +1,4 @@
-"""eos/_rdkafka.py without a broker: the message array points at each Arrow element exactly, and the
+"""eos/_kafka/_rdkafka.py without a broker: the message array points at each Arrow element exactly, and the
 librdkafka handle is taken from a Producer only."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from eos import _rdkafka
+from eos._kafka import _rdkafka
 
 _NOWHERE = {"bootstrap.servers": "127.0.0.1:1"}  # librdkafka connects lazily: no broker is needed
 

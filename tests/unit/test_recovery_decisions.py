@@ -16,10 +16,10 @@ import pytest
 from confluent_kafka import KafkaError
 
 import eos
-from eos import _clients
+from eos._core._scope import PartitionScope
+from eos._kafka import _changelog, _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
-from eos._scope import PartitionScope
-from eos.state import StoreSpec, _changelog
+from eos.state import StoreSpec
 from eos.state._partition import PartitionState
 from eos.state._sqlite import PartitionStore
 from tests.support.configs import config as base_config

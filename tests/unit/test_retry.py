@@ -1,4 +1,5 @@
-"""eos._kafka.call, the retry loop: retriable errors retried within a deadline, the rest raised at once."""
+"""eos._kafka._translate.call, the retry loop: retriable errors retried within a deadline, the rest raised
+at once."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import eos
-from eos._kafka import Deadline
-from eos._kafka import call as retry_call
+from eos._kafka._translate import Deadline
+from eos._kafka._translate import call as retry_call
 from tests.support.logs import Log
 
 

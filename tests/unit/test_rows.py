@@ -1,4 +1,4 @@
-"""eos._rows: the rows `process(row, state)` receives read like Spark's `Row` from an Arrow batch."""
+"""eos._core._rows: the rows `process(row, state)` receives read like Spark's `Row` from an Arrow batch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import Row
 
-from eos._rows import Columns, row_type, rows, to_python
+from eos._core._rows import Columns, row_type, rows, to_python
+from eos._spark._batch import functions
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -52,7 +53,7 @@ def test_as_dict_iteration_and_len_follow_the_schema():
 
 
 def test_values_are_what_a_spark_row_holds():
-    row = rows(kafka_batch())[0]
+    row = rows(kafka_batch(), functions().struct)[0]  # the struct type every Spark entry point hands in
     # TimestampType: a naive datetime in local time, as TimestampType.fromInternal builds it
     expected = datetime.datetime.fromtimestamp(1_700_000_000).replace(microsecond=123_456)
     assert row.timestamp == expected and row.timestamp.tzinfo is None

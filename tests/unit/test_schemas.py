@@ -1,6 +1,6 @@
-"""Schema Registry serializers (`eos._schemas`): confluent-kafka's own serializers and client, against its
-in-process `mock://` registry and, for the HTTP path, the loopback stand-in of tests/support/registry.py.
-Read back with confluent-kafka's deserializers."""
+"""Schema Registry serializers (`eos._kafka._schemas`): confluent-kafka's own serializers and client,
+against its in-process `mock://` registry and, for the HTTP path, the loopback stand-in of
+tests/support/registry.py. Read back with confluent-kafka's deserializers."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 import eos
-from eos import _schemas
-from eos._arrow import Outputs
-from eos._datasource import settings_of
+from eos._kafka import _schemas
+from eos._spark._datasource import settings_of
+from eos.records import Outputs
 from tests.support.configs import config as base_config
 from tests.support.orders_pb2 import Order
 from tests.support.registry import Registry

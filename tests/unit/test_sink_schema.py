@@ -1,4 +1,4 @@
-"""eos._batch.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
+"""eos._spark._batch.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import eos
-from eos._arrow import Layout
-from eos._batch import batch_layout
+from eos._core._arrow import Layout
+from eos._spark._batch import batch_layout
 from eos.sink import Sink
 from tests.support.configs import config
 

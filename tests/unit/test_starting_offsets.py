@@ -10,7 +10,8 @@ import json
 from confluent_kafka import TopicPartition
 
 import eos
-from eos import _clients, _offsets, session
+from eos import session
+from eos._kafka import _clients, _offsets
 from tests.support.configs import config as base_config
 
 

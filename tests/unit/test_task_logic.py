@@ -1,4 +1,4 @@
-"""eos._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
+"""eos._core._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
 real `Checkpoint` driving a fake transactional producer and a fake group-offset store, on real Arrow
 record batches. No broker, no Spark."""
 
@@ -11,11 +11,12 @@ import pyarrow as pa
 import pytest
 
 import eos
-from eos import _input, _offsets
-from eos import _producer as producers
-from eos._arrow import Layout
-from eos._batch import batch_layout
-from eos._task import STATS_SCHEMA, Functions, Job, PartitionTask, run_partition
+from eos._core import _input
+from eos._core._arrow import Layout
+from eos._core._task import STATS_SCHEMA, Functions, Job, PartitionTask, run_partition
+from eos._kafka import _offsets
+from eos._kafka import _producer as producers
+from eos._spark._batch import batch_layout
 from eos.records import Output
 from eos.sink import Sink
 from tests.support.configs import config as base_config

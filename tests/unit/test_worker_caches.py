@@ -1,4 +1,4 @@
-"""eos._worker: zipimporters leave sys.path_importer_cache; imports from the zip still work."""
+"""eos._core._worker: zipimporters leave sys.path_importer_cache; imports from the zip still work."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 import sys
 import zipfile
 
-from eos import _worker
+from eos._core import _worker
 
 
 def test_trim_drops_the_archive_importers_and_imports_still_work(tmp_path, monkeypatch):

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import time
 
-from eos import _crash, _offsets
-from eos._producer import OutputProducer
-from eos._scope import PartitionScope
+from eos import _crash
+from eos._core._scope import PartitionScope
+from eos._kafka import _offsets
+from eos._kafka._producer import OutputProducer
 from eos.state._partition import PartitionState
 
 

@@ -21,7 +21,7 @@ class PartitionScope:
     log: object = attrs.field(eq=False, repr=False)
     #: the streaming query's id (kept in its checkpoint), which the batch id belongs to, and the offset of
     #: the task's first row of this input partition: where one task per input partition and batch is not
-    #: the sink's to make (`format("eos")`), both are stamped on the committed offsets (`eos._input`)
+    #: the sink's to make (`format("eos")`), both are stamped on the committed offsets (`eos._core._input`)
     query: str | None = None
     first: int | None = None
 

@@ -2,7 +2,7 @@
 
 eos needs two things from it. Which Kafka offset range each Spark partition of the batch read, so that
 a task can check that its rows' `topic`/`partition`/`offset` columns are those of the records it was
-given (`eos._input.check_rows`): a column overwritten in the query, say a `partition` meant as the
+given (`eos._core._input.check_rows`): a column overwritten in the query, say a `partition` meant as the
 output partition as in Spark's Kafka sink, would otherwise make tasks write or skip rows under another
 input partition's offsets. And whether each input topic-partition is already one run in one task, in
 offset order (D3): Spark's Kafka source gives each topic-partition its own Spark partition unless it was
@@ -15,12 +15,14 @@ Kafka source, whose input partition names its offset range (`Lineage.partitions`
 unions only the ranges the batch read are known (`Lineage.ranges`). None: not classic Spark (Spark
 Connect hands `foreachBatch` an opaque relation with no lineage a client can read), no Kafka source in
 the lineage, or a lineage this Spark version shapes otherwise; the sink then checks the rows against
-the `eos_input` column instead (`eos._input`).
+the `eos_input` column instead (`eos._core._input`).
 """
 
 from __future__ import annotations
 
 import attrs
+
+from eos._core._input import SourceRange
 
 _ONE_TO_ONE = "org.apache.spark.OneToOneDependency"
 #: a data source's RDD (the streaming Kafka source, and batch reads with the v2 source)
@@ -30,16 +32,6 @@ _KAFKA_PARTITION = "org.apache.spark.sql.kafka010.KafkaBatchInputPartition"
 _KAFKA_RDD = "org.apache.spark.sql.kafka010.KafkaSourceRDD"
 _SOURCE_RDDS = (_SOURCE_RDD, _KAFKA_RDD)
 _MAX_DEPTH = 200
-
-
-@attrs.frozen
-class SourceRange:
-    """Offsets [start, end) of Kafka topic-partition topic/partition, as Spark's Kafka source read them."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
 
 
 @attrs.frozen

@@ -6,7 +6,7 @@ Spark calls it per task and epoch (real-time mode: one task per input partition;
 is a batch):
     R1. `open(partition_id, epoch_id)`: nothing is written yet;
     R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row names the input
-        partition and starts its `PartitionTask` (steps 1-4, with the checks of `eos._input`: a
+        partition and starts its `PartitionTask` (steps 1-4, with the checks of `eos._core._input`: a
         ForeachWriter cannot regroup either), each batch is checked against `eos_input` and fed to it
         (steps 5-7, committing whenever due), and a row of another input partition fails the task
         (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from eos._batch import batch_layout, input_column, missing_input_column
-from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
-from eos._task import Functions, Job, OnCommit, PartitionTask, Process
+from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
+from eos._core._task import Job, OnCommit, PartitionTask, Process
+from eos._spark._batch import batch_layout, functions, input_column, missing_input_column
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 from eos.state import StoreSpec
@@ -70,7 +70,7 @@ class ForeachWriter:
                 ' foreachBatch(eos.sink(config)) or format("eos")',
             )
         self.config = config
-        self.functions = Functions.of(process, None, stores, on_commit)
+        self.functions = functions(process, None, stores, on_commit)
         self.input_filtered = input_filtered
 
     def open(self, partition_id: int, epoch_id: int) -> bool:  # R1

@@ -20,10 +20,9 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation
 
-from eos import _clients, _kafka, _rdkafka
-from eos._arrow import Outputs
-from eos._clients import producer_settings
-from eos._kafka import Delivery, classify_delivery, kafka_error_of
+from eos._kafka import _clients, _rdkafka, _translate
+from eos._kafka._clients import producer_settings
+from eos._kafka._translate import Delivery, classify_delivery, kafka_error_of
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
@@ -33,7 +32,7 @@ from eos.errors import (
     ProduceError,
     TransactionAbortableError,
 )
-from eos.records import Output, to_bytes, to_headers
+from eos.records import Output, Outputs, to_bytes, to_headers
 
 _FULL_QUEUE_WAIT_S = 0.05
 _POLL_EVERY = 1000
@@ -57,7 +56,7 @@ class OutputProducer:
     def __init__(self, config: Config, transactional_id: str | None) -> None:
         self.config = config
         self.transactional_id = transactional_id
-        with _kafka.translating(f"creating the producer {transactional_id or ''}"):
+        with _translate.translating(f"creating the producer {transactional_id or ''}"):
             self._producer = Producer(
                 _clients.with_logger(
                     {**producer_settings(config, transactional_id), "error_cb": self._on_error}
@@ -226,17 +225,17 @@ class OutputProducer:
             except EosError as cause:
                 return cause
             if self.fatal_error is not None:
-                return _kafka.translate_error(self.fatal_error, f"producing to {topic!r}")
+                return _translate.translate_error(self.fatal_error, f"producing to {topic!r}")
         if err is not None and classify_delivery(err) is Delivery.PERMANENT:
             return ProduceError(
                 f"output to {topic!r} refused: {err.str()}{origin}",
                 topic=in_topic,
                 partition=in_partition,
                 offset=in_offset,
-                poison=_kafka.is_poison(err),
+                poison=_translate.is_poison(err),
                 kafka_error=err,
             )
-        return _kafka.translate(exc, f"producing to {topic!r}")
+        return _translate.translate(exc, f"producing to {topic!r}")
 
     def _check_topic(
         self, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str = ""
@@ -269,7 +268,9 @@ class OutputProducer:
                     return err
                 raise
 
-        found = _kafka.call(describe, what=f"looking up output topic {topic!r}", timeout_s=self._timeout_s)
+        found = _translate.call(
+            describe, what=f"looking up output topic {topic!r}", timeout_s=self._timeout_s
+        )
         if isinstance(found, KafkaError):
             if found.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 raise refused(f"output to {topic!r} refused: {found.str()}")
@@ -281,7 +282,7 @@ class OutputProducer:
 
     def _serve(self, what: str, timeout: float, flush: bool = False) -> int:
         """poll() / flush(): they raise a fatal error (a fenced producer, say) as KafkaException."""
-        with _kafka.translating(what):
+        with _translate.translating(what):
             return self._producer.flush(timeout) if flush else self._producer.poll(timeout)
 
     def _on_error(self, err: KafkaError) -> None:
@@ -337,7 +338,7 @@ class OutputProducer:
                     partition=in_partition,
                     offset=candidates[0] if candidates else in_offset,
                     candidates=candidates,
-                    poison=_kafka.is_poison(err),
+                    poison=_translate.is_poison(err),
                     kafka_error=err,
                 )
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
@@ -349,7 +350,7 @@ class OutputProducer:
     # -- transactions (exactly_once) -----------------------------------------------------------------
 
     def _call(self, what: str, fn, log) -> None:
-        _kafka.call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
+        _translate.call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
 
     def init_transactions(self, log=None, known_topic: str | None = None) -> None:
         """Fence older incarnations. `known_topic` (one that exists: the input topic) is looked up twice
@@ -472,7 +473,7 @@ def discard(producer: OutputProducer) -> None:
 
 @atexit.register
 def clear() -> None:
-    """Close every kept producer (at exit, and `eos._worker.reset`)."""
+    """Close every kept producer (at exit, and `eos._core._worker.reset`)."""
     with _lock:
         producers = list(_cache.values())
         _cache.clear()

@@ -1,7 +1,7 @@
 """on_error="dead_letter": which records of an input partition are dead, and what their dead letters carry.
 
 A bad record (a `RecordError` with `poison` set) is found while its transaction is open; the task aborts
-that transaction, adds the record here and writes the transaction's input again (`eos._task`), this time
+that transaction, adds the record here and writes the transaction's input again (`eos._core._task`), this time
 with the record's dead letter instead of its outputs. So a dead letter commits in the same transaction
 as the outputs of the records around it and their input offset: exactly once, like them. The aborted
 attempt's state writes are dropped with it, so a `process` that raised halfway leaves nothing behind.
@@ -18,11 +18,12 @@ import traceback
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eos import _arrow, _kafka
-from eos._arrow import Layout
+from eos._core import _arrow
+from eos._core._arrow import Layout
+from eos._kafka import _translate
 from eos.config import Config
 from eos.errors import ProcessError, ProduceError, RecordError, TooManyDeadLettersError
-from eos.records import Output
+from eos.records import Output, is_bytes
 
 PREFIX = "__eos.errors."
 #: the error's class: the user's exception where `process` raised, else eos's (ProduceError, ...)
@@ -124,7 +125,7 @@ def _as_sent(row: pa.RecordBatch, name: str) -> bytes | str | None:
     """Column `name` of the one-row batch as a dead letter carries it: bytes or text as they are, any
     other type (the struct a Schema Registry serializer did not take) as JSON text."""
     value = row.column(name)[0].as_py()
-    if value is None or _arrow.is_bytes(row.schema.field(name).type):
+    if value is None or is_bytes(row.schema.field(name).type):
         return value
     return json.dumps(value, default=str, ensure_ascii=False)
 
@@ -145,4 +146,4 @@ def _class_name(exc: BaseException) -> str:
 
 
 def _too_large(exc: RecordError) -> bool:
-    return _kafka.is_too_large(getattr(exc, "kafka_error", None))
+    return _translate.is_too_large(getattr(exc, "kafka_error", None))

@@ -2,7 +2,7 @@
 docs/protocol.md.
 
 `run_partition` is the sink's `mapInArrow` function (D4). Its Arrow batches hold each input
-topic-partition as one run in offset order (`eos._arrow.tp_runs` checks it); each run is one
+topic-partition as one run in offset order (`eos._core._arrow.tp_runs` checks it); each run is one
 `PartitionTask`: steps 1-4 start an incarnation (`_start_incarnation`), step 5 skips what is committed
 (`_skip`), step 6 writes, step 7 is `Checkpoint.commit()`, and `_guarded` applies the error rules of
 step 8.
@@ -24,12 +24,14 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos import _arrow, _crash, _input, _offsets, _rows, _schemas, _worker
-from eos import _producer as producers
-from eos._arrow import Layout
-from eos._checkpoint import Checkpoint
-from eos._deadletter import DeadLetters
-from eos._scope import PartitionScope
+from eos import _crash
+from eos._core import _arrow, _input, _rows, _worker
+from eos._core._arrow import Layout
+from eos._core._checkpoint import Checkpoint
+from eos._core._deadletter import DeadLetters
+from eos._core._scope import PartitionScope
+from eos._kafka import _offsets, _schemas
+from eos._kafka import _producer as producers
 from eos.config import Config
 from eos.errors import (
     ConfigError,
@@ -44,7 +46,7 @@ from eos.errors import (
     TransactionAbortableError,
     TransactionTimeoutError,
 )
-from eos.records import outputs_of
+from eos.records import Outputs, outputs_of
 from eos.state import State, StoreSpec
 from eos.state._partition import PartitionState
 
@@ -129,6 +131,8 @@ class Functions:
     process_batch: ProcessBatch | None = None
     stores: dict[str, StoreSpec] = attrs.field(factory=dict)
     on_commit: OnCommit | None = None
+    #: what a struct value of a row `process` sees becomes: Spark's `Row`, handed in by each entry point
+    struct: _rows.Struct = dict
 
     @classmethod
     def of(
@@ -137,6 +141,7 @@ class Functions:
         process_batch: ProcessBatch | None = None,
         stores: Mapping[str, StoreSpec | str] | None = None,
         on_commit: OnCommit | None = None,
+        struct: _rows.Struct = dict,
     ) -> Functions:
         """Checked: one of process / process_batch, store names that can name topics and files, and
         each store as a StoreSpec (a value serde name stands for one)."""
@@ -155,7 +160,7 @@ class Functions:
                 )
         if specs and process is None and process_batch is None:
             raise ValueError("state stores are used by a process function: pass process= or process_batch=")
-        return cls(process, process_batch, specs, on_commit)
+        return cls(process, process_batch, specs, on_commit, struct)
 
     @property
     def any(self) -> bool:
@@ -172,7 +177,7 @@ class Job:
     layout: Layout
     functions: Functions = attrs.field(factory=Functions)
     #: whether a task checks that no input before its first row of a partition reached another task
-    #: (`format("eos")`, which cannot regroup; see `eos._input`)
+    #: (`format("eos")`, which cannot regroup; see `eos._core._input`)
     check_input: bool = False
     #: with `check_input`: a partition with nothing committed fails instead of trusting the source's
     #: start (the Connect sink, which regroups the batch instead)
@@ -180,7 +185,7 @@ class Job:
     #: the streaming query's id, which `batch_id` belongs to (`format("eos")`)
     query: str | None = None
     #: what each row's input coordinates are checked against before anything is written or skipped
-    #: (`eos._input.check_rows`); None: the caller built the rows itself (tests, tools)
+    #: (`eos._core._input.check_rows`); None: the caller built the rows itself (tests, tools)
     provenance: _input.Provenance | None = None
 
 
@@ -233,7 +238,7 @@ class PartitionTask:
             self.fail()
             raise
 
-    # The same protocol for a writer that is handed rows instead of pulling them (`eos._realtime`):
+    # The same protocol for a writer that is handed rows instead of pulling them (`eos._spark._realtime`):
     # start, feed every run, then finish; the caller calls fail where any of them raised.
 
     def start(self, first: pa.RecordBatch | None) -> None:
@@ -261,7 +266,7 @@ class PartitionTask:
 
     def commit_if_due(self) -> None:
         """Commit the open transaction if it is due (`Checkpoint.due`): for a writer that is handed rows
-        and sees time pass between them (`eos._realtime`)."""
+        and sees time pass between them (`eos._spark._realtime`)."""
         if self.checkpoint is not None and self.checkpoint.due():
             self._guarded(self._commit)
 
@@ -571,7 +576,7 @@ class PartitionTask:
             self.producer.produce(letter, self.config.dead_letter_topic, self.topic, self.partition, offset)
         return len(offsets)
 
-    def _call_process_batch(self, chunk: pa.RecordBatch, last: int) -> _arrow.Outputs:
+    def _call_process_batch(self, chunk: pa.RecordBatch, last: int) -> Outputs:
         first = _arrow.first_offset(chunk, self.layout)
         if self.state is not None:
             self.state.set_input_offset(last)
@@ -609,7 +614,7 @@ class PartitionTask:
         row_partitions = chunk.column(layout.out_partition).to_pylist() if layout.out_partition else None
         default_topic = self.config.output_topic
         dead = self.dead.found if self.dead is not None else {}
-        for i, row in enumerate(_rows.rows(chunk)):
+        for i, row in enumerate(_rows.rows(chunk, self.job.functions.struct)):
             offset = offsets[i]
             if offset in dead:
                 checkpoint.mark(offset, 1, 0, self._write_dead(chunk.slice(i, 1)))
@@ -676,11 +681,11 @@ def run_partition(
     job: Job, batches: Iterator[pa.RecordBatch], task_partition: int = -1
 ) -> Iterator[pa.RecordBatch]:
     """One PartitionTask per input topic-partition run of a Spark task's batches; yields its stats row.
-    Each batch's input coordinates are checked first (`eos._input.check_rows`; `task_partition`, the
+    Each batch's input coordinates are checked first (`eos._core._input.check_rows`; `task_partition`, the
     Spark partition the task read, names the task in what it finds; -1: not known).
 
     Afterwards, trims the worker's import caches so that PySpark's set-up of its next task is cheap
-    (see `eos._worker`).
+    (see `eos._core._worker`).
     """
     checked = _input.checked_batches(batches, job.layout, job.provenance, task_partition)
     try:

@@ -16,7 +16,7 @@ def cache_dir() -> Path:
     env = os.environ.get("EOS_CACHE")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / ".cache"
+    return Path(__file__).resolve().parents[2] / ".cache"  # beside the eos package
 
 
 def kafka_libs() -> Path:

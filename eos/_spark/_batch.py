@@ -1,21 +1,38 @@
 """What the driver checks and decides about a micro-batch before any task runs, the same for every Spark
 entry point (`eos.sink`, `format("eos")`, `eos.foreach_writer`): the columns and their types (D1),
 the output and dead-letter topics and the Schema Registry subjects (D2), where each row's input
-coordinates are proven from (D3)."""
+coordinates are proven from (D3); and the user's functions, taken once per entry point (`functions`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from eos import _offsets, _partitioning, _schemas
-from eos._arrow import Layout
-from eos._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
+from eos._core._arrow import Layout
+from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
+from eos._core._task import Functions, OnCommit, Process, ProcessBatch
+from eos._kafka import _offsets, _schemas
+from eos._spark import _partitioning
 from eos.config import Config
 from eos.errors import BatchSchemaError
+from eos.state import StoreSpec
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
 _BYTES = ("binary", "string")
 _HEADERS = "array<struct<key:string,value:binary>>"
+
+
+def functions(
+    process: Process | None = None,
+    process_batch: ProcessBatch | None = None,
+    stores: Mapping[str, StoreSpec | str] | None = None,
+    on_commit: OnCommit | None = None,
+) -> Functions:
+    """The user's functions as every entry point takes them, checked (`Functions.of`); a struct value
+    in a row `process` sees is Spark's own `Row`, as in the rows of `foreachBatch`."""
+    from pyspark.sql import Row
+
+    return Functions.of(process, process_batch, stores, on_commit, struct=Row)
 
 
 def batch_layout(

@@ -5,7 +5,7 @@ would be written under, or skipped as, the wrong input.
 
 **Coordinates are the records' own** (`check_rows`, every API). Each row is compared with what Spark's
 Kafka source read: in classic `foreachBatch`, the offset range of the Spark partition it was read in,
-from the batch's lineage (`eos._partitioning`; where the sink regroups rows, a column added before the
+from the batch's lineage (`eos._spark._partitioning`; where the sink regroups rows, a column added before the
 shuffle says which partition each was read in); through shuffles and unions, the ranges the batch read;
 elsewhere (Spark Connect, `format("eos")`, `eos.foreach_writer`: no lineage) the `eos_input` column that
 `eos.read_stream` adds, the coordinates as the source read them. A column overwritten (a `partition`
@@ -44,13 +44,10 @@ import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, TopicPartition
 
-from eos import _clients, _kafka, _offsets
-from eos._arrow import Layout, boundaries
-from eos._partitioning import SourceRange
-from eos._scope import PartitionScope
-from eos.config import Config
+from eos._core._arrow import Layout, boundaries
+from eos._core._scope import PartitionScope
+from eos._kafka import _offsets, _reads
 from eos.errors import InputCoordinateError, InputOrderError
 
 #: The column `eos.read_stream` adds: each row's input coordinates as Spark's Kafka source read them.
@@ -66,6 +63,16 @@ _REGROUP_OR_SAY_FILTERED = (
     ' rows out on purpose, say so (format("eos"): option eos.input.filtered=true; eos.foreach_writer(...,'
     " input_filtered=True)) and keep each input partition in one task."
 )
+
+
+@attrs.frozen
+class SourceRange:
+    """Offsets [start, end) of Kafka topic-partition topic/partition, as Spark's Kafka source read them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
 
 
 @attrs.frozen
@@ -212,40 +219,6 @@ def _raise(claimed, row: int, column: str, truth: str, layout: Layout) -> None:
     )
 
 
-def unseen_record(config: Config, topic: str, partition: int, committed: int, first: int) -> int | None:
-    """The offset of a readable input record at or after `committed` and before `first` (the task's
-    first row), or None where there is none."""
-    tp = TopicPartition(topic, partition)
-    timeout = config.operation_timeout_ms / 1000
-    where = f"reading input {topic}/{partition}"
-    consumer = _clients.restore_consumer(config)  # read_committed, by assignment, never commits
-    low, stable_end = _kafka.call(
-        lambda: consumer.get_watermark_offsets(tp, timeout=timeout), what=where, timeout_s=timeout
-    )
-    start = max(committed, low)
-    if start >= min(first, stable_end):
-        return None
-    _kafka.call(
-        lambda: consumer.assign([TopicPartition(topic, partition, start)]), what=where, timeout_s=timeout
-    )
-    try:
-        deadline = _kafka.Deadline(timeout)
-        while not deadline.expired():
-            with _kafka.translating(where):
-                message = consumer.poll(0.5)
-            if message is None:
-                continue
-            err = message.error()
-            if err is None:
-                return message.offset() if message.offset() < first else None
-            if err.code() == KafkaError._PARTITION_EOF:
-                return None
-            raise _kafka.translate_error(err, where)
-        raise _kafka.translate_error(KafkaError(KafkaError._TIMED_OUT), f"{where} from offset {start}")
-    finally:
-        consumer.unassign()
-
-
 def require_contiguous(scope: PartitionScope, committed: int | None, start_known: bool = False) -> None:
     """Raise InputOrderError, before anything is written, when input before the task's first row
     (`scope.first`) did not reach this task (see the module's docstring). `start_known`: where nothing
@@ -263,7 +236,7 @@ def require_contiguous(scope: PartitionScope, committed: int | None, start_known
         return  # where the source started is its own (startingOffsets), unknown here
     if scope.first <= committed:
         return  # a re-run: the rows up to the committed offset are skipped, the rest follow on
-    unseen = unseen_record(scope.config, scope.topic, scope.partition, committed, scope.first)
+    unseen = _reads.unseen_record(scope.config, scope.topic, scope.partition, committed, scope.first)
     if unseen is None:
         return
     topic, partition, first, batch = scope.topic, scope.partition, scope.first, scope.batch_id
@@ -292,7 +265,7 @@ def require_no_gaps(scope: PartitionScope, run: pa.RecordBatch, layout: Layout, 
         offsets = np.concatenate(([before], offsets))
     for at in np.flatnonzero(np.diff(offsets) > 1):
         low, high = int(offsets[at]), int(offsets[at + 1])
-        unseen = unseen_record(scope.config, scope.topic, scope.partition, low + 1, high)
+        unseen = _reads.unseen_record(scope.config, scope.topic, scope.partition, low + 1, high)
         if unseen is None:
             continue
         topic, partition, batch = scope.topic, scope.partition, scope.batch_id

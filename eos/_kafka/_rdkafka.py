@@ -25,8 +25,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer, libversion
 from confluent_kafka import cimpl as _cimpl
 
-from eos._arrow import is_bytes
 from eos._log import get_logger
+from eos.records import is_bytes
 
 #: records per rd_kafka_produce_batch call: a 720 KB message array, and the delivery reports served
 #: between calls

@@ -27,10 +27,9 @@ import attrs
 import pyarrow as pa
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from eos._arrow import Outputs
 from eos.config import Config, redact_url
 from eos.errors import ConfigError, SchemaRegistryError, SerializationError
-from eos.records import Output
+from eos.records import Output, Outputs
 
 _TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json_schema": "JSON"}
 _NAMES = {"avro": "Avro", "protobuf": "Protobuf", "json_schema": "JSON Schema"}

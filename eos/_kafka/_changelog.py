@@ -1,5 +1,6 @@
 """The changelog topics that back the state stores: created or checked before a store is used, and read
-back by the restore loop. What to restore, and from where, is decided in `_partition.py`.
+back by the restore loop. What to restore, and from where, is decided in `eos/state/_partition.py`; the
+restore loop writes into the store it is handed.
 
 One changelog per (input topic, store), named by `eos._names.changelog_topic`, with one partition per
 input partition; every record carries the input offset that wrote it (`INPUT_OFFSET_HEADER`) and the
@@ -11,15 +12,19 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import attrs
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
-from eos import _clients, _crash, _kafka, _names
+from eos import _crash, _names
+from eos._kafka import _clients, _translate
 from eos.config import Config
 from eos.errors import ChangelogError, RetriableError
-from eos.state._sqlite import PartitionStore
+
+if TYPE_CHECKING:  # the store above this layer, handed in: the restore loop only writes into it
+    from eos.state._sqlite import PartitionStore
 
 _RESTORE_BATCH = 10_000
 #: How long one consume() of a restore waits. librdkafka's consume returns when it has _RESTORE_BATCH
@@ -58,7 +63,7 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
             return known
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
-    metadata = _kafka.call(
+    metadata = _translate.call(
         lambda: admin.list_topics(timeout=timeout), what="reading topic metadata", timeout_s=timeout
     )
     inputs = metadata.topics.get(input_topic)
@@ -77,15 +82,15 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
                 admin.create_topics([new], request_timeout=timeout)[name].result(timeout)
             except KafkaException as exc:
                 if (
-                    _kafka.kafka_error_of(exc) is None
+                    _translate.kafka_error_of(exc) is None
                     or exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS
                 ):
                     raise
 
-        _kafka.call(create, what=f"creating changelog {name!r}", timeout_s=timeout)
-        deadline = _kafka.Deadline(timeout)
+        _translate.call(create, what=f"creating changelog {name!r}", timeout_s=timeout)
+        deadline = _translate.Deadline(timeout)
         while not deadline.expired():
-            md = _kafka.call(
+            md = _translate.call(
                 lambda: admin.list_topics(name, timeout=timeout).topics.get(name),
                 what=f"reading the metadata of changelog {name!r}",
                 timeout_s=timeout,
@@ -107,7 +112,7 @@ def topic_id(config: Config, changelog: str) -> str:
     looked)."""
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
-    found = _kafka.call(
+    found = _translate.call(
         lambda: admin.describe_topics(TopicCollection([changelog]), request_timeout=timeout)[
             changelog
         ].result(timeout),
@@ -118,7 +123,7 @@ def topic_id(config: Config, changelog: str) -> str:
 
 
 def forget_ensured() -> None:
-    """Check every changelog again on next use (`eos._worker.reset`)."""
+    """Check every changelog again on next use (`eos._core._worker.reset`)."""
     with _ensure_lock:
         _ensured.clear()
 
@@ -147,7 +152,7 @@ def _check_changelog(
         )
     resource = ConfigResource(ResourceType.TOPIC, name)
     admin = _clients.admin(config)
-    entries = _kafka.call(
+    entries = _translate.call(
         lambda: admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout),
         what=f"reading the configs of changelog {name!r}",
         timeout_s=timeout,
@@ -169,7 +174,7 @@ def bounds(config: Config, changelog: str, partition: int) -> tuple[int, int]:
     last stable offset would stop short of them."""
     timeout = config.operation_timeout_ms / 1000
     consumer = _clients.watermark_consumer(config)
-    return _kafka.call(
+    return _translate.call(
         lambda: consumer.get_watermark_offsets(
             TopicPartition(changelog, partition), timeout=timeout, cached=False
         ),
@@ -203,14 +208,14 @@ def restore(
     where = f"restoring {changelog}/{partition}"
     consumer = _clients.restore_consumer(config)
     timeout = config.operation_timeout_ms / 1000
-    _kafka.call(
+    _translate.call(
         lambda: consumer.assign([TopicPartition(changelog, partition, start)]), what=where, timeout_s=timeout
     )
     try:
         applied = skipped = 0
         batch: list[tuple[bytes, bytes | None]] = []
         stall_s = (config.transaction_timeout_ms + config.operation_timeout_ms) / 1000
-        deadline = _kafka.Deadline(stall_s)
+        deadline = _translate.Deadline(stall_s)
         last_progress = time.monotonic()
         position = start
         while position < high:
@@ -220,7 +225,7 @@ def restore(
                     " a transaction on the changelog stays open"
                 )
             before = position
-            with _kafka.translating(where):
+            with _translate.translating(where):
                 messages = consumer.consume(_RESTORE_BATCH, timeout=_CONSUME_WAIT_S)
             for msg in messages:
                 err = msg.error()
@@ -233,7 +238,7 @@ def restore(
                             f"{where}: offset {position} is no longer in the changelog (its start moved"
                             f" during the restore): {err.str()}"
                         )
-                    raise _kafka.translate_error(err, where)
+                    raise _translate.translate_error(err, where)
                 position = msg.offset() + 1
                 found_offset, found_owner = _headers_of(msg)
                 if found_owner is not None and found_owner != owner:
@@ -249,7 +254,7 @@ def restore(
                     continue
                 batch.append((msg.key(), msg.value()))
             if position > before:
-                deadline = _kafka.Deadline(stall_s)
+                deadline = _translate.Deadline(stall_s)
             if batch:
                 store.apply_restored(batch, position)
                 applied += len(batch)
@@ -268,7 +273,7 @@ def restore(
         )
         return applied
     finally:
-        with _kafka.translating(where):
+        with _translate.translating(where):
             consumer.unassign()
 
 

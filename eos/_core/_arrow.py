@@ -3,9 +3,9 @@ the output columns eos produces from them.
 
 `tp_runs` cuts the stream of batches `mapInArrow` hands a task into runs of one input topic-partition
 and checks that each topic-partition is one run in offset order (the driver's grouping promises it;
-a broken promise raises `InputOrderError` before anything of that run is produced). `Outputs` is what
-the producer writes: the pass-through columns of a run (`passthrough`), or what a `process_batch`
-function returned (`batch_outputs`, which validates it).
+a broken promise raises `InputOrderError` before anything of that run is produced). What the producer
+writes (`eos.records.Outputs`) is built here: the pass-through columns of a run (`passthrough`), or what
+a `process_batch` function returned (`batch_outputs`, which validates it).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos.errors import InputOrderError, ProcessError
+from eos.records import Outputs, is_bytes
 
 
 @attrs.frozen
@@ -132,37 +133,6 @@ def index_of(offsets: pa.Array, offset: int) -> int | None:
 # -- what the producer writes -------------------------------------------------------------------------
 
 
-@attrs.define
-class Outputs:
-    """Output records as columns of Python values, and the input record each one came from.
-
-    `topic` is one topic for every record or one per record (None: the default topic). `offsets` names
-    each record's input offset; without it every record comes from `first`..`last` (a process_batch call).
-    """
-
-    #: Arrow columns as the batch holds them (the producer hands them over whole where it can), or lists
-    values: pa.Array | pa.ChunkedArray | list[Any]
-    topic: str | list[str | None] | None
-    keys: pa.Array | pa.ChunkedArray | list[Any] | None = None
-    headers: list[Any] | None = None
-    partitions: list[int | None] | None = None
-    offsets: pa.Array | None = None
-    first: int = -1
-    last: int = -1
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def offset_of(self, i: int) -> int:
-        return self.offsets[i].as_py() if self.offsets is not None else self.first
-
-    def origin(self, i: int) -> str:
-        """How an error names the input of output record i, beyond the offset RecordError gives."""
-        if self.offsets is not None or self.first == self.last:
-            return ""
-        return f" (an output of process_batch over input offsets {self.first}-{self.last})"
-
-
 def passthrough(
     run: pa.RecordBatch, layout: Layout, default_topic: str | None, offsets: pa.Array | None = None
 ) -> Outputs:
@@ -189,17 +159,9 @@ def headers_of(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
 # -- process_batch ---------------------------------------------------------------------------------------
 
 OUTPUT_FIELDS = ("value", "key", "headers", "topic", "partition")
-_BYTES = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
-
-
-def is_bytes(t: pa.DataType) -> bool:
-    """Binary or string, regular or large: what a record's value or key may be."""
-    return any(check(t) for check in _BYTES)
-
-
 _KINDS = {
-    "value": ("binary or string", _BYTES),
-    "key": ("binary or string", _BYTES),
+    "value": ("binary or string", (is_bytes,)),
+    "key": ("binary or string", (is_bytes,)),
     "topic": ("string", (pa.types.is_string, pa.types.is_large_string)),
     "partition": ("integer", (pa.types.is_integer,)),
 }

@@ -5,25 +5,29 @@ Spark used to hand eos pickled `Row`s, and unpickling them was half of every Pyt
 once per batch and only when `process` first touches it, so unused columns (a `timestamp` kept in
 the batch, say) cost nothing. Access is a Spark `Row`'s: `row.value`, `row["value"]`, `row[3]`,
 `row.asDict()`, iteration and `len`; values are what a `Row` would hold (binary as `bytes`,
-timestamps as naive local `datetime`s, structs as `Row`s).
+timestamps as naive local `datetime`s, structs as `Row`s: the Spark side hands in `pyspark.sql.Row` as
+`struct`, so that this module needs no Spark).
 """
 
 from __future__ import annotations
 
 import datetime
 import keyword
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 
+#: what a struct value becomes, called with its fields as keywords (`pyspark.sql.Row` from Spark)
+Struct = Callable[..., Any]
 
-def to_python(array: pa.Array | pa.ChunkedArray) -> list[Any]:
+
+def to_python(array: pa.Array | pa.ChunkedArray, struct: Struct = dict) -> list[Any]:
     """A column as the Python values a Spark `Row` holds."""
     if not _needs_conversion(array.type):
         return array.to_pylist()
-    return [_convert(value, array.type) for value in _raw(array)]
+    return [_convert(value, array.type, struct) for value in _raw(array)]
 
 
 def _needs_conversion(t: pa.DataType) -> bool:
@@ -58,7 +62,7 @@ def _timestamps_as_int(t: pa.DataType) -> pa.DataType:
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
-def _convert(value: Any, t: pa.DataType) -> Any:
+def _convert(value: Any, t: pa.DataType, struct: Struct) -> Any:
     if value is None:
         return None
     if pa.types.is_timestamp(t):
@@ -67,13 +71,11 @@ def _convert(value: Any, t: pa.DataType) -> Any:
         micros = _micros(value, t.unit)  # TimestampType: local time, as TimestampType.fromInternal
         return datetime.datetime.fromtimestamp(micros // 1_000_000).replace(microsecond=micros % 1_000_000)
     if pa.types.is_struct(t):
-        from pyspark.sql import Row
-
-        return Row(**{f.name: _convert(value[f.name], f.type) for f in t})
+        return struct(**{f.name: _convert(value[f.name], f.type, struct) for f in t})
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_convert(v, t.value_type) for v in value]
+        return [_convert(v, t.value_type, struct) for v in value]
     if pa.types.is_map(t):
-        return {_convert(k, t.key_type): _convert(v, t.item_type) for k, v in value}
+        return {_convert(k, t.key_type, struct): _convert(v, t.item_type, struct) for k, v in value}
     return value
 
 
@@ -84,16 +86,17 @@ def _micros(value: int, unit: str) -> int:
 class Columns:
     """The Python values of one record batch's columns, each converted on first use."""
 
-    __slots__ = ("_batch", "_values")
+    __slots__ = ("_batch", "_values", "_struct")
 
-    def __init__(self, batch: pa.RecordBatch) -> None:
+    def __init__(self, batch: pa.RecordBatch, struct: Struct = dict) -> None:
         self._batch = batch
+        self._struct = struct
         self._values: list[list[Any] | None] = [None] * batch.num_columns
 
     def column(self, i: int) -> list[Any]:
         values = self._values[i]
         if values is None:
-            values = self._values[i] = to_python(self._batch.column(i))
+            values = self._values[i] = to_python(self._batch.column(i), self._struct)
         return values
 
 
@@ -178,8 +181,8 @@ def row_type(names: tuple[str, ...]) -> type[RowView]:
     return type("Row", (RowView,), namespace)
 
 
-def rows(batch: pa.RecordBatch) -> list[RowView]:
+def rows(batch: pa.RecordBatch, struct: Struct = dict) -> list[RowView]:
     """A view of every row of `batch`, sharing one lazily converted copy of its columns."""
     cls = row_type(tuple(batch.schema.names))
-    cols = Columns(batch)
+    cols = Columns(batch, struct)
     return [cls(cols, i) for i in range(batch.num_rows)]

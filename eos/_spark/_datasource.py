@@ -5,17 +5,17 @@ Per micro-batch Spark calls, in this order:
         Connect server): the options become a Config (`settings_of`), the batch's columns are checked
         (D1) and the output topic (D2). An error here fails the batch before any task starts.
     S2. `_Writer.write` in every task, on its Spark partition's Arrow record batches: the executor side
-        of the foreachBatch sink (`eos._task.run_partition`, steps 1-8), each input partition first
-        checked for input that reached another task (`eos._input`): a data source cannot regroup rows.
+        of the foreachBatch sink (`eos._core._task.run_partition`, steps 1-8), each input partition first
+        checked for input that reached another task (`eos._core._input`): a data source cannot regroup rows.
         Returns each written input partition's figures as the task's commit message.
     S3. `_Writer.commit(messages, batch_id)` on the driver, once every task succeeded: refuses a batch
         in which two tasks wrote one input partition, logs the batch, and appends it to the ledger
-        beside the Spark checkpoint (`eos._ledger`). `abort` records what the tasks that did succeed
+        beside the Spark checkpoint (`eos._spark._ledger`). `abort` records what the tasks that did succeed
         committed.
 
 Spark's Kafka options are taken as Spark's Kafka sink takes them (`kafka.bootstrap.servers`, `topic`,
 `kafka.*` for every client eos creates, Java client names translated for librdkafka as
-`eos._clients.from_java` does: a PLAIN or SCRAM `kafka.sasl.jaas.config`, PEM trust stores, PKCS12 key
+`eos._kafka._clients.from_java` does: a PLAIN or SCRAM `kafka.sasl.jaas.config`, PEM trust stores, PKCS12 key
 stores); eos' own settings by their dotted keys under `eos.`.
 """
 
@@ -29,12 +29,14 @@ from typing import Any, ClassVar
 import attrs
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
-from eos import _clients, _cluster, _ledger, _parts
-from eos._arrow import Layout
-from eos._batch import batch_layout, check_output_topic, input_column, missing_input_column
-from eos._input import INPUT_COLUMN, Provenance
+from eos._core import _parts
+from eos._core._arrow import Layout
+from eos._core._input import INPUT_COLUMN, Provenance
+from eos._core._task import Functions, Job, run_partition, totals
+from eos._kafka import _clients, _cluster, _topics
 from eos._log import get_logger
-from eos._task import Functions, Job, run_partition, totals
+from eos._spark import _ledger
+from eos._spark._batch import batch_layout, check_output_topic, input_column, missing_input_column
 from eos.config import Config, dotted_field
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 
@@ -49,7 +51,7 @@ except ImportError:  # PySpark 4.0 hands Arrow batches to any writer that is a D
 
 #: Options of the data source itself (not Config fields), with their defaults.
 _OWN_OPTIONS = {
-    # the query drops input rows before the sink: no look for input another task holds (`eos._input`)
+    # the query drops input rows before the sink: no look for input another task holds (`eos._core._input`)
     "eos.input.filtered": "false",
     # where the ledger is kept (default: <checkpointLocation>/eos-ledger), and how many batches
     "eos.ledger.dir": None,
@@ -179,7 +181,7 @@ class EosDataSource(DataSource):
         if settings.config.input_mode == "any":
             if self.functions.stores:
                 raise ConfigError("stores", "input_mode 'any' has no state stores (see eos.sink)")
-            _parts.ensure_parts_topic(settings.config)
+            _topics.ensure_parts_topic(settings.config)
         elif input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
         check_output_topic(settings.config)
@@ -213,7 +215,7 @@ class _Writer(*_WRITER_BASES):
         batch_id = int(context.getLocalProperty(_BATCH_ID) or -1)
         if self.settings.config.input_mode == "any":
             # Spark's partition p is part p: a data source cannot place rows itself (docs/design.md).
-            _parts.ensure_parts_topic(attrs.evolve(self.settings.config, parts=context.partitionId() + 1))
+            _topics.ensure_parts_topic(attrs.evolve(self.settings.config, parts=context.partitionId() + 1))
             part_job = _parts.PartJob(
                 config=self.settings.config,
                 batch_id=batch_id,
@@ -221,7 +223,11 @@ class _Writer(*_WRITER_BASES):
                 parts=None,
                 functions=self.functions,
             )
-            stats = [row for batch in _parts.run_parts(part_job, iterator) for row in batch.to_pylist()]
+            stats = [
+                row
+                for batch in _parts.run_parts(part_job, iterator, context.partitionId())
+                for row in batch.to_pylist()
+            ]
             return EosCommit(context.partitionId(), context.attemptNumber(), stats)
         job = Job(
             config=self.settings.config,

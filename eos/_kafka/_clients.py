@@ -15,7 +15,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
-from eos import _kafka, _log, _names
+from eos import _log, _names
+from eos._kafka import _translate
 from eos.config import Config
 from eos.errors import ConfigError
 
@@ -136,12 +137,12 @@ def admin(config: Config) -> AdminClient:
 
     def on_error(err: KafkaError) -> None:
         # librdkafka reports refused credentials here; calls themselves only time out.
-        if _kafka.is_authentication_error(err):
+        if _translate.is_authentication_error(err):
             _auth_failures[key] = err
 
     with _lock:
         if key not in _admins:
-            with _kafka.translating("creating an admin client"):
+            with _translate.translating("creating an admin client"):
                 _admins[key] = AdminClient(with_logger({**settings, "error_cb": on_error}))
         return _admins[key]
 
@@ -155,7 +156,7 @@ def _cached_consumer(settings: dict[str, Any]) -> Consumer:
     with _lock:
         key = _key(settings)
         if key not in _consumers:
-            with _kafka.translating("creating a consumer"):
+            with _translate.translating("creating a consumer"):
                 _consumers[key] = Consumer(with_logger(settings))
         return _consumers[key]
 
@@ -204,7 +205,7 @@ def offsets_consumer(config: Config, stable: bool) -> Consumer:
 
 
 def clear() -> None:
-    """Forget every cached client (see `eos._worker.reset`)."""
+    """Forget every cached client (see `eos._core._worker.reset`)."""
     with _lock:
         admins, consumers = list(_admins.values()), list(_consumers.values())
         _admins.clear()

@@ -3,7 +3,7 @@ the group metadata that `send_offsets_to_transaction` needs (exactly_once).
 
 Every offset eos commits carries a stamp in its commit metadata: `eos/1;app=<app_id>;out=<output>`, or
 `eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. The `format("eos")` data
-source adds `;query=<query id>;batch=<batch id>;from=<task's first row>` (`eos._input` reads them). eos
+source adds `;query=<query id>;batch=<batch id>;from=<task's first row>` (`eos._core._input` reads them). eos
 skips every input row below the committed offset, so an offset committed by anything else (a consumer
 that reuses the group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with
 the same app_id writing elsewhere) would silently drop rows: `committed()` refuses it with
@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 import attrs
 from confluent_kafka import KafkaException, TopicPartition
 
-from eos import _clients, _kafka, _names
+from eos import _names
+from eos._kafka import _clients, _translate
 from eos.config import Config
 from eos.errors import EosError, ForeignOffsetError, OffsetsUnstableError, RetriableError, TopicNotFoundError
 
@@ -146,16 +147,16 @@ def committed_entries(
         out: dict[tuple[str, int], Committed | None] = {}
         for tp in consumer.committed(request, timeout=timeout):
             if tp.error is not None:
-                if _kafka.classify(tp.error) is _kafka.Kind.RETRIABLE:
+                if _translate.classify(tp.error) is _translate.Kind.RETRIABLE:
                     raise KafkaException(tp.error)  # e.g. UNSTABLE_OFFSET_COMMIT: `call` asks again
-                raise _kafka.translate_error(tp.error, f"offset of {tp.topic}/{tp.partition}")
+                raise _translate.translate_error(tp.error, f"offset of {tp.topic}/{tp.partition}")
             out[(tp.topic, tp.partition)] = Committed(tp.offset, tp.metadata) if tp.offset >= 0 else None
         return out
 
     what = f"reading committed offsets of group {group!r}"
     if not wait and stable:
         try:
-            with _kafka.translating(what):
+            with _translate.translating(what):
                 return fetch(min(PROBE_S, timeout_s))
         except RetriableError as exc:  # librdkafka's own retries of UNSTABLE_OFFSET_COMMIT timed out
             raise OffsetsUnstableError(
@@ -163,7 +164,7 @@ def committed_entries(
                 f" may hold it ({exc})",
                 kafka_error=exc.kafka_error,
             ) from exc
-    return _kafka.call(lambda: fetch(timeout_s), what=what, timeout_s=timeout_s, log=log)
+    return _translate.call(lambda: fetch(timeout_s), what=what, timeout_s=timeout_s, log=log)
 
 
 def commit(
@@ -172,7 +173,7 @@ def commit(
     """Synchronously commit `next_offset` for the group (the at_least_once path), stamped `metadata`
     (default: `stamp(config)`)."""
     consumer = _clients.group_consumer(config)
-    _kafka.call(
+    _translate.call(
         lambda: consumer.commit(
             offsets=[TopicPartition(topic, partition, next_offset, metadata or stamp(config))],
             asynchronous=False,
@@ -187,7 +188,7 @@ def commit_many(config: Config, offsets: Mapping[tuple[str, int], int], log=None
     """Synchronously commit `offsets` for the group, stamped as this app's (where input partitions start)."""
     consumer = _clients.group_consumer(config)
     request = [TopicPartition(t, p, o, stamp(config)) for (t, p), o in sorted(offsets.items())]
-    _kafka.call(
+    _translate.call(
         lambda: consumer.commit(offsets=request, asynchronous=False),
         what=f"committing the starting offsets of group {config.app_id!r}",
         timeout_s=config.operation_timeout_ms / 1000,
@@ -206,7 +207,7 @@ def log_offsets(
     out = {}
     for topic, partition in tps:
         try:
-            with _kafka.translating(f"reading the offsets of {topic}/{partition}"):
+            with _translate.translating(f"reading the offsets of {topic}/{partition}"):
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
         except EosError as exc:
             if log is not None:
@@ -219,7 +220,7 @@ def log_offsets(
 
 
 def group_metadata(config: Config):
-    with _kafka.translating(f"group metadata of {config.app_id!r}"):
+    with _translate.translating(f"group metadata of {config.app_id!r}"):
         return _clients.group_consumer(config).consumer_group_metadata()
 
 
@@ -232,7 +233,7 @@ def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
         client.poll(0)  # serves the error callback that records refused credentials
         return _clients.authentication_failure(config)
 
-    metadata = _kafka.reach(
+    metadata = _translate.reach(
         lambda timeout: client.list_topics(timeout=timeout),
         where=config.bootstrap_servers,
         timeout_s=config.operation_timeout_ms / 1000,

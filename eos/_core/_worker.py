@@ -2,9 +2,9 @@
 `reset` that tests use, and the trimming of PySpark's import caches that keeps a task's set-up cheap.
 
 Caches (each lives beside the code that fills it):
-    eos._producer     kept producers, one per transactional.id (at most max_producers_per_worker)
-    eos._clients      admin and consumer clients per settings, and the admin's refused credentials
-    eos.state._changelog   changelogs already checked, with their partition counts
+    eos._kafka._producer     kept producers, one per transactional.id (at most max_producers_per_worker)
+    eos._kafka._clients      admin and consumer clients per settings, and the admin's refused credentials
+    eos._kafka._changelog   changelogs already checked, with their partition counts
     eos._log          whether structlog was set up
 
 PySpark's own import caches: before every task, its worker calls `importlib.invalidate_caches()`
@@ -25,9 +25,9 @@ from __future__ import annotations
 import sys
 import zipimport
 
-from eos import _clients, _log
-from eos import _producer as producers
-from eos.state import _changelog
+from eos import _log
+from eos._kafka import _changelog, _clients
+from eos._kafka import _producer as producers
 
 
 def reset() -> None:

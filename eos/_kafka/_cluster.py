@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from eos import _clients
+from eos._kafka import _clients
 from eos.config import Config
 from eos.errors import ConfigError
 

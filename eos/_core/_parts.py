@@ -22,19 +22,19 @@ import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewPartitions, NewTopic
 
-from eos import _clients, _crash, _kafka, _names, _offsets, _schemas, _worker
-from eos import _producer as producers
-from eos._arrow import Layout, Outputs, batch_outputs, passthrough
-from eos._log import get_logger
-from eos._task import (
+from eos import _crash, _names
+from eos._core import _worker
+from eos._core._arrow import Layout, batch_outputs, passthrough
+from eos._core._task import (
     STATS_SCHEMA,
     Commit,
     Functions,
     PartitionStats,
 )
+from eos._kafka import _offsets, _schemas
+from eos._kafka import _producer as producers
+from eos._log import get_logger
 from eos.config import Config
 from eos.errors import (
     FatalError,
@@ -43,7 +43,7 @@ from eos.errors import (
     PartTooLargeError,
     ProcessError,
 )
-from eos.records import outputs_of
+from eos.records import Outputs, outputs_of
 from eos.state import State
 
 #: the part a row is placed in, and the hash of its content (added by `place`, read by the task)
@@ -53,92 +53,6 @@ HASH_COLUMN = "eos_h"
 TIMEOUT_SHARE = 0.8
 
 _U64 = np.uint64
-
-
-# -- the driver: P1 ------------------------------------------------------------------------------------
-
-
-def place(df, config: Config, columns: list[str], key: str | None):
-    """P1: `columns` of `df`, each row with its content hash and its part, in `config.parts` Spark
-    partitions, partition i holding exactly the rows of part i. `repartition(n, cols)` is a hash
-    partitioning, `pmod(murmur3(cols), n)`: a function of the rows alone (not of Spark's upstream
-    partitioning), and not one AQE coalesces."""
-    from pyspark.sql import functions as F
-
-    n = config.parts
-    hashed = [F.isnull(F.col(key)), *map(F.col, columns)] if key else list(map(F.col, columns))
-    df = df.select(*columns).withColumn(HASH_COLUMN, F.xxhash64(*hashed))
-    if config.part_columns:
-        by = [F.col(c.strip()) for c in config.part_columns.split(",") if c.strip()]
-    elif key:
-        # By key: a key's rows stay in one part (one producer: its order across batches is kept);
-        # rows without a key by content, so that a null key does not put every row in one part.
-        by = [F.when(F.col(key).isNull(), F.col(HASH_COLUMN)).otherwise(F.xxhash64(F.col(key)))]
-    else:
-        by = [F.col(HASH_COLUMN)]
-    return df.withColumn(PART_COLUMN, F.pmod(F.hash(*by), F.lit(n))).repartition(n, *by)
-
-
-#: progress topics known to have at least so many partitions in this process, by (bootstrap, name): the
-#: driver asks once per sink, a `format("eos")` task once per Python worker, not once per batch or task
-_known_parts: dict[tuple[str, str], int] = {}
-
-
-def ensure_parts_topic(config: Config) -> None:
-    """The progress topic, with at least `parts` partitions (created, or grown). It never holds a record:
-    the broker accepts transactional offset commits only for partitions that exist."""
-    name = _names.parts_topic(config.app_id)
-    known = (config.bootstrap_servers, name)
-    if _known_parts.get(known, 0) >= config.parts:
-        return
-    if _grow_parts_topic(config, name):
-        _known_parts[known] = max(_known_parts.get(known, 0), config.parts)
-
-
-def _grow_parts_topic(config: Config, name: str) -> bool:
-    """Create or grow the topic; whether its metadata shows `parts` partitions before the deadline."""
-    admin = _clients.admin(config)
-    timeout = config.operation_timeout_ms / 1000
-    have = _offsets.topic_partitions(config, [name]).get(name)
-
-    def ignore_exists(futures) -> None:
-        try:
-            futures[name].result(timeout)
-        except KafkaException as exc:
-            error = _kafka.kafka_error_of(exc)
-            if error is None or error.code() not in (
-                KafkaError.TOPIC_ALREADY_EXISTS,
-                KafkaError.INVALID_PARTITIONS,
-            ):
-                raise
-
-    if have is None:
-        new = NewTopic(
-            name,
-            config.parts,
-            config.changelog_replication_factor,
-            config={"cleanup.policy": "compact"},
-        )
-        _kafka.call(
-            lambda: ignore_exists(admin.create_topics([new], request_timeout=timeout)),
-            what=f"creating the progress topic {name!r}",
-            timeout_s=timeout,
-        )
-    elif have < config.parts:
-        _kafka.call(
-            lambda: ignore_exists(admin.create_partitions([NewPartitions(name, config.parts)])),
-            what=f"adding partitions to the progress topic {name!r}",
-            timeout_s=timeout,
-        )
-    else:
-        return True
-    deadline = _kafka.Deadline(timeout)
-    while not deadline.expired():
-        count = _offsets.topic_partitions(config, [name]).get(name, 0)
-        if count >= config.parts:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 # -- what a part's transaction records -------------------------------------------------------------
@@ -490,11 +404,11 @@ class PartTask:
 
     def _produce_rows(self, batch: pa.RecordBatch, first: int) -> int:
         """`process(row, state)` per row, its outputs produced; returns how many."""
-        from eos import _rows
+        from eos._core import _rows
 
         producer, default_topic, produced = self.producer, self.config.output_topic, 0
         view = State({})
-        for i, row in enumerate(_rows.rows(batch)):
+        for i, row in enumerate(_rows.rows(batch, self.job.functions.struct)):
             try:
                 outs = list(outputs_of(self.job.functions.process(row, view)))
             except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its row
@@ -521,12 +435,10 @@ def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
     return out
 
 
-def run_parts(job: PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """`mapInArrow` function (P2): one PartTask for the part this Spark partition holds."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    spark_partition = context.partitionId() if context is not None else 0
+def run_parts(
+    job: PartJob, batches: Iterator[pa.RecordBatch], spark_partition: int = 0
+) -> Iterator[pa.RecordBatch]:
+    """P2, on the executors: one PartTask for the part Spark partition `spark_partition` holds."""
     batches = iter(batches)
     try:
         first = next((b for b in batches if b.num_rows), None)
