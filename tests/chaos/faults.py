@@ -30,7 +30,7 @@ EXTERNAL = (
 
 
 #: the same rotation on a replicated cluster (`--brokers 3`): a broker restart becomes one of the faults
-#: a cluster has, each done for real with SIGKILL or SIGTERM of broker JVMs (see harness.Chaos.inject)
+#: a cluster has, each done for real with SIGKILL or SIGTERM of broker JVMs (see runner.Chaos.inject)
 CLUSTER_EXTERNAL = (
     "python_worker_kill",
     "coordinator_kill",  # the leader of the app's transaction coordinator partition, while tasks write

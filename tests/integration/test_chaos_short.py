@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.chaos import harness
+from tests.chaos import figures, harness
 
 
 @pytest.mark.long
@@ -25,7 +25,7 @@ def test_short_chaos_run_is_exactly_once(tmp_path):
         ]
     )
     (run,) = json.loads(report.read_text())["runs"]
-    print(harness.table([run]))
+    print(figures.table([run]))
     assert code == 0, json.loads(report.read_text())["problems"]
     for key in ("missing", "duplicated", "out_of_order", "state_mismatches", "hanging_transactions"):
         assert run[key] == 0, (key, run)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eos._crash import POINTS
-from tests.chaos import faults, harness
+from tests.chaos import faults, figures, runner
 
 
 def test_schedule_arms_every_crash_point_and_every_external_fault():
@@ -33,10 +33,10 @@ def test_cluster_schedule_has_every_cluster_fault_and_no_single_broker_restart()
 
 def test_transaction_coordinator_placement_uses_javas_string_hash():
     # Values of java.lang.String.hashCode, as Kafka's TransactionStateManager uses them.
-    assert harness.java_hash("") == 0
-    assert harness.java_hash("hello") == 99162322
-    assert harness.java_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE
-    assert harness.java_abs(-(1 << 31)) == 0 and harness.java_abs(-7) == 7
+    assert runner.java_hash("") == 0
+    assert runner.java_hash("hello") == 99162322
+    assert runner.java_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE
+    assert runner.java_abs(-(1 << 31)) == 0 and runner.java_abs(-7) == 7
 
 
 def test_schedule_is_a_function_of_the_seed():
@@ -76,7 +76,7 @@ def run(**overrides):
 
 
 def test_a_clean_exactly_once_run_passes():
-    assert harness.failures([run()], min_kills=20, min_restarts=3) == []
+    assert figures.failures([run()], min_kills=20, min_restarts=3) == []
 
 
 def test_every_exactly_once_defect_fails_the_run():
@@ -88,31 +88,31 @@ def test_every_exactly_once_defect_fails_the_run():
         "state_mismatches",
         "hanging_transactions",
     ):
-        problems = harness.failures([run(**{key: 1})], 20, 3)
+        problems = figures.failures([run(**{key: 1})], 20, 3)
         assert problems == [f"exactly_once/stateful: {key} = 1"]
     live = {**run()["live"], "duplicated": 2}
-    assert harness.failures([run(live=live)], 20, 3) == ["exactly_once/stateful: live duplicated = 2"]
+    assert figures.failures([run(live=live)], 20, 3) == ["exactly_once/stateful: live duplicated = 2"]
     behind = {**run()["live"], "caught_up": False, "received": 25}
-    assert harness.failures([run(live=behind)], 20, 3) == [
+    assert figures.failures([run(live=behind)], 20, 3) == [
         "exactly_once/stateful: the live consumer never read to the end (25)"
     ]
 
 
 def test_at_least_once_may_duplicate_but_not_lose():
     alo = run(guarantee="at_least_once", duplicated=40, state_mismatches=80)
-    assert harness.failures([alo], 20, 3) == []
-    assert harness.failures([run(guarantee="at_least_once", missing=1)], 20, 3) != []
+    assert figures.failures([alo], 20, 3) == []
+    assert figures.failures([run(guarantee="at_least_once", missing=1)], 20, 3) != []
 
 
 def test_too_few_faults_or_an_unfinished_run_fail():
-    problems = harness.failures([run(kills=19, broker_restarts=2, finished=False)], 20, 3)
+    problems = figures.failures([run(kills=19, broker_restarts=2, finished=False)], 20, 3)
     assert len(problems) == 3
-    problems = harness.failures([run(crash_points_not_fired=["during_restore"])], 20, 3)
+    problems = figures.failures([run(crash_points_not_fired=["during_restore"])], 20, 3)
     assert problems == ["exactly_once/stateful: crash points armed but never reached: ['during_restore']"]
 
 
 def test_table_has_a_row_per_run():
-    text = harness.table([run(), run(guarantee="at_least_once", duplicated=7)])
+    text = figures.table([run(), run(guarantee="at_least_once", duplicated=7)])
     rows = text.splitlines()
     assert "duplicated" in rows[0] and rows[2].split()[:2] == ["at_least_once", "stateful"]
     assert rows[2].split()[6] == "7"

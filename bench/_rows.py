@@ -1,0 +1,383 @@
+"""The rows `make bench` compares (`bench_report.ROWS`), a `row_<name>` method each, on one `Bench`: its
+Spark session, broker and work directory. Every row reads the same input and writes a fresh output topic,
+whose read_committed count must be what the row promises. Also the warm-up before the measured rounds and
+the cost split, which reruns two rows at several batch sizes."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from functools import partial
+from pathlib import Path
+
+import eos
+from bench import bench_report as report
+from bench._commit_log import CommitLog
+from bench._common import COMMIT_EVERY, KEYS, PARTITIONS, log, ms
+from bench._kafka import count_committed, delete_topic
+from bench._measure import Profiler, WorkerRss
+from eos import testing
+from examples.pipeline import append_summary, count_per_key, count_per_key_batch
+
+#: the repository: the Python rows run `python -m bench.run_bench` from here
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def patched(module, name: str, value):
+    """`module.name` replaced by `value` for the block (a bench row's variant of the sink)."""
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+class Bench:
+    def __init__(self, args, bootstrap: str, work: Path) -> None:
+        self.args = args
+        self.bootstrap = bootstrap
+        self.work = work
+        self.spark = None
+        self.connect = None
+        self.input_topic = "bench-in"
+        self.commit_seconds: dict[str, list[float]] = {}
+        #: the next eos run is profiled (an extra run after the rounds: py-spy slows the workers)
+        self.profiling = False
+        #: runs keep their batches' progress (rows and durations): `--split`
+        self.keep_progress = False
+
+    def session(self, connect: bool = False):
+        """One JVM for both APIs: the local Spark Connect server runs in the classic session's JVM, so
+        the classic and the Connect rows share executors, Python workers and JIT warmth."""
+        if self.spark is None:
+            self.connect = eos.spark_session("eos-bench", remote="local")
+            self.spark = eos.spark_session("eos-bench")
+        return self.connect if connect else self.spark
+
+    def config(self, row: str, guarantee: str, **kw) -> eos.Config:
+        return eos.Config(
+            bootstrap_servers=self.bootstrap,
+            app_id=f"{row}-{uuid.uuid4().hex[:8]}",
+            output_topic=kw.pop("output_topic", None),
+            processing_guarantee=guarantee,
+            commit_every=COMMIT_EVERY,
+            state_dir=str(self.work / "state"),
+            **kw,
+        )
+
+    def new_output(self, row: str) -> str:
+        topic = f"bench-out-{row}-{uuid.uuid4().hex[:6]}"
+        testing.create_topic(self.bootstrap, topic, PARTITIONS)
+        return topic
+
+    def run_row(self, row: str, rnd: int) -> dict:
+        out = self.new_output(row)
+        try:
+            fn = getattr(self, f"row_{row}")
+            result = fn(out)
+            seen = count_committed(self.bootstrap, out)
+            result.update(round=rnd, output_count=seen, input_count=self.args.records)
+            expected = self.expected_output(row)
+            ok = seen == expected
+            if not ok:
+                result["error"] = f"output has {seen} records (read_committed), expected {expected}"
+            result["records_per_s"] = self.args.records / result["seconds"] if ok else None
+            return result
+        except Exception as exc:  # noqa: BLE001 - a broken row is reported, the others still run
+            log(f"{row} failed: {type(exc).__name__}: {exc}")
+            return {"round": rnd, "records_per_s": None, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        finally:
+            delete_topic(self.bootstrap, out)
+
+    def expected_output(self, row: str) -> int:
+        """Output records a row must leave: one per input record, or for the aggregation rows one per
+        key and batch (each batch of >= KEYS records holds every key: keys are i % KEYS)."""
+        if row.startswith("agg_"):
+            assert self.args.batch >= KEYS, "the aggregation rows need batches of at least KEYS records"
+            return KEYS * -(-self.args.records // self.args.batch)
+        return self.args.records
+
+    # Spark rows: same session, same source options, availableNow with the same batch size.
+
+    def _source(self, config: eos.Config, batch: int | None = None, connect: bool = False):
+        return eos.read_stream(
+            self.session(connect), config, [self.input_topic], maxOffsetsPerTrigger=batch or self.args.batch
+        )
+
+    def _run_query(self, writer, profile: str | None = None) -> dict:
+        ckpt = self.work / f"ckpt-{uuid.uuid4().hex[:8]}"
+        with WorkerRss() as rss:
+            spy = Profiler(profile, Path(self.args.out)) if profile else None
+            t0 = time.perf_counter()
+            query = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+            query.awaitTermination()
+            seconds = time.perf_counter() - t0
+        shutil.rmtree(ckpt, ignore_errors=True)
+        result = {"seconds": seconds, "worker_rss_peak_mib": rss.peak_mib}
+        if self.keep_progress:
+            result["progress"] = report.first_marked(
+                [report.batch_point(p) for p in query.recentProgress if p.numInputRows]
+            )
+        if spy is not None:
+            result["profile"] = spy.stop(seconds)
+        return result
+
+    def row_spark_kafka_sink(self, out: str) -> dict:
+        config = self.config("spark-sink", "at_least_once", output_topic=out)
+        df = self._source(config).select("key", "value")
+        writer = (
+            df.writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", out)
+        )
+        return self._run_query(writer)
+
+    def _aggregation(self, config: eos.Config):
+        """Rows 7 and 7e: the running count per key, in update mode, as the value."""
+        counts = self._source(config).groupBy("key").count()
+        return counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+
+    def row_agg_spark_kafka_sink(self, out: str) -> dict:
+        config = self.config("agg-spark-sink", "at_least_once", output_topic=out)
+        writer = (
+            self._aggregation(config)
+            .writeStream.format("kafka")
+            .outputMode("update")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", out)
+        )
+        return self._run_query(writer)
+
+    def row_agg_eos_exactly_once(self, out: str) -> dict:
+        # One part per core, as a deployment would set it: more parts than cores run in waves.
+        parts = os.cpu_count() or 2
+        config = self.config("agg-eos", "exactly_once", output_topic=out, input_mode="any", parts=parts)
+        summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
+        sink = eos.sink(config, on_batch=partial(append_summary, str(summaries)))
+        writer = self._aggregation(config).writeStream.outputMode("update").foreachBatch(sink)
+        result = self._run_query(writer, "agg_eos_exactly_once" if self.profiling else None)
+        history = [json.loads(line) for line in summaries.read_text().splitlines() if line]
+        summaries.unlink()
+        result.update(batches=len(history), transactions=sum(s["transactions"] for s in history))
+        return result
+
+    def _eos_row(
+        self,
+        row: str,
+        out: str,
+        guarantee: str,
+        batch: int | None = None,
+        stateful: str | None = None,
+        connect: bool = False,
+        **settings,
+    ) -> dict:
+        """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch); `settings`:
+        more Config fields."""
+        config = self.config(row, guarantee, output_topic=out, **settings)
+        commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
+        summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
+        kw = {}
+        if stateful == "rows":
+            kw = {"process": count_per_key, "stores": {"counts": "json"}}
+        elif stateful == "batch":
+            kw = {"process_batch": count_per_key_batch, "stores": {"counts": "json"}}
+        sink = eos.sink(
+            config, on_commit=CommitLog(str(commits)), on_batch=partial(append_summary, str(summaries)), **kw
+        )
+        profile = row if self.profiling else None
+        source = self._source(config, batch, connect)
+        result = self._run_query(source.writeStream.foreachBatch(sink), profile)
+        seconds, history = [], []
+        if commits.exists():
+            seconds = [json.loads(line)["s"] for line in commits.read_text().splitlines() if line]
+            commits.unlink()
+        if summaries.exists():
+            history = [json.loads(line) for line in summaries.read_text().splitlines() if line]
+            summaries.unlink()
+        self.commit_seconds.setdefault(row, []).extend(seconds)
+        result.update(
+            batches=len(history),
+            transactions=sum(s["transactions"] for s in history),
+            regrouped_batches=sum(1 for s in history if s["regrouped"]),
+            commit_p50_ms=ms(report.percentile(seconds, 50)),
+            commit_p99_ms=ms(report.percentile(seconds, 99)),
+        )
+        return result
+
+    def row_eos_at_least_once(self, out: str) -> dict:
+        return self._eos_row("eos_at_least_once", out, "at_least_once")
+
+    def row_eos_exactly_once(self, out: str) -> dict:
+        return self._eos_row("eos_exactly_once", out, "exactly_once")
+
+    def row_eos_exactly_once_loop(self, out: str) -> dict:
+        """Row 3 with one confluent-kafka produce() per record instead of the Arrow columns handed to
+        librdkafka whole: what eos/_kafka/_rdkafka.py is worth."""
+        return self._eos_row("eos_exactly_once_loop", out, "exactly_once", arrow_produce=False)
+
+    def row_eos_exactly_once_stateful(self, out: str) -> dict:
+        return self._eos_row("eos_exactly_once_stateful", out, "exactly_once", stateful="rows")
+
+    def row_eos_exactly_once_stateful_batch(self, out: str) -> dict:
+        return self._eos_row("eos_exactly_once_stateful_batch", out, "exactly_once", stateful="batch")
+
+    def row_eos_exactly_once_connect(self, out: str) -> dict:
+        return self._eos_row("eos_exactly_once_connect", out, "exactly_once", connect=True)
+
+    def row_eos_exactly_once_regrouped(self, out: str) -> dict:
+        """Row 3 regrouped (shuffle and sort), its rows checked against eos_input: what a batch pays that
+        the Kafka source split, or a shuffled or filtered query under Spark Connect."""
+        from eos._core import _input
+
+        sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
+
+        def regrouped(lineage, dtypes):
+            return _input.Provenance(column=_input.INPUT_COLUMN), True
+
+        with patched(sink, "input_provenance", regrouped):
+            return self._eos_row("eos_exactly_once_regrouped", out, "exactly_once")
+
+    def row_eos_exactly_once_input_column(self, out: str) -> dict:
+        """Row 3 with the rows checked against eos_input (as Connect and format("eos") check them), not
+        against the lineage, and not regrouped: the cost of carrying and comparing the column."""
+        from eos._core import _input
+
+        sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
+
+        def by_column(lineage, dtypes):
+            return _input.Provenance(column=_input.INPUT_COLUMN), False
+
+        with patched(sink, "input_provenance", by_column):
+            return self._eos_row("eos_exactly_once_input_column", out, "exactly_once")
+
+    def row_eos_exactly_once_unchecked(self, out: str) -> dict:
+        """Row 3 with no input-coordinate check at all (eos before step 0): what rows 3 and 3i cost
+        more is the check's cost."""
+        import attrs
+
+        sink = importlib.import_module("eos.sink")
+
+        def unchecked(**fields):
+            return attrs.evolve(job(**fields), provenance=None)
+
+        job = sink.Job
+        with patched(sink, "Job", unchecked):
+            return self._eos_row("eos_exactly_once_unchecked", out, "exactly_once")
+
+    def row_eos_exactly_once_format(self, out: str) -> dict:
+        """Row 3 written with `df.writeStream.format("eos")` instead of `foreachBatch(eos.sink(...))`."""
+        config = self.config("eos_exactly_once_format", "exactly_once", output_topic=out)
+        writer = self._source(config).writeStream.format("eos")
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap,
+            "topic": out,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": "exactly_once",
+            "eos.commit.every": str(COMMIT_EVERY),
+            "eos.state.dir": config.state_dir,
+        }
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        return self._run_query(writer, "eos_exactly_once_format" if self.profiling else None)
+
+    def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
+        return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
+
+    # -- the cost split --------------------------------------------------------------------------------
+
+    def split(self) -> dict:
+        """Spark's sink and eos exactly_once over the same input at each of `--split-batches` records per
+        trigger, interleaved: every batch's rows and durations (Spark's own progress), then per sink a
+        line fitted through them: a cost per batch and a cost per record (`bench_report.cost_split`)."""
+        rows = ("spark_kafka_sink", "eos_exactly_once")
+        sizes = self.args.split_batches
+        most = -(-self.args.records // min(sizes))
+        self.session().conf.set("spark.sql.streaming.numRecentProgressUpdates", str(max(100, most + 10)))
+        saved, self.keep_progress = self.args.batch, True
+        runs: list[dict] = []
+        try:
+            for rnd in range(self.args.runs):
+                order = [(size, row) for size in sizes for row in rows]
+                for size, row in order if rnd % 2 == 0 else reversed(order):
+                    self.args.batch = size
+                    res = self.run_row(row, rnd)
+                    runs.append({"row": row, "batch_records": size, **res})
+                    in_batches = sum(b["triggerExecution"] for b in res.get("progress", [])) / 1000
+                    rate = report.fmt_rate(res.get("records_per_s"))
+                    log(
+                        f"split round {rnd} {row} at {size:,}/trigger: {rate}"
+                        f" records/s, {len(res.get('progress', []))} batches, {in_batches:.1f}s of"
+                        f" {res.get('seconds', 0):.1f}s in batches"
+                        + (f" ERROR {res['error'][:300]}" if "error" in res else "")
+                    )
+        finally:
+            self.args.batch, self.keep_progress = saved, False
+        fits = {
+            row: report.cost_split(
+                [b for r in runs if r["row"] == row and "error" not in r for b in r.get("progress", [])]
+            )
+            for row in rows
+        }
+        return {"batch_records": sizes, "runs": runs, "fits": fits}
+
+    # Python rows: their own process each, so nothing of the Spark driver is shared.
+
+    def _child(self, kind: str, out: str) -> dict:
+        argv = [sys.executable, "-m", "bench.run_bench", kind, self.bootstrap, self.input_topic, out]
+        argv.append(str(self.args.records))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{kind} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def row_python_loop_exactly_once(self, out: str) -> dict:
+        return self._child("--child-loop", out)
+
+    def row_quixstreams_exactly_once(self, out: str) -> dict:
+        if self.args.quix_unavailable:
+            raise RuntimeError(self.args.quix_unavailable)
+        return self._child("--child-quix", out)
+
+    def warm_up(self, max_runs: int = 6) -> list[dict]:
+        """JVM, Python workers and connections warmed before the first measured run (not counted).
+
+        Spark's sink is JIT-compiled as it runs: the baseline rose from 90k to 188k records/s over the
+        three rounds of an earlier bench, and from 202k to 333k after a warm-up on a fifth of the input.
+        So it runs on the whole input until two runs in a row agree within 5 % (at least 3, at most
+        `max_runs`), then every eos path runs once; every warm-up run is reported."""
+        done: list[dict] = []
+
+        def once(row: str) -> float:
+            out = self.new_output(f"warm-{row}")
+            try:
+                seconds = getattr(self, f"row_{row}")(out)["seconds"]
+            finally:
+                delete_topic(self.bootstrap, out)
+            rate = self.args.records / seconds
+            done.append({"row": row, "records_per_s": rate})
+            log(f"warm-up {row}: {rate:,.0f} records/s")
+            return rate
+
+        rates: list[float] = []
+        while len(rates) < max_runs:
+            rates.append(once("spark_kafka_sink"))
+            if len(rates) >= 3 and abs(rates[-1] - rates[-2]) <= 0.05 * max(rates[-2:]):
+                break
+        for row in (
+            "eos_exactly_once",
+            "eos_exactly_once_connect",
+            "eos_exactly_once_stateful_batch",
+            "eos_exactly_once_format",
+        ):
+            once(row)
+        self.commit_seconds.clear()
+        return done
