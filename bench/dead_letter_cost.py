@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._task import Functions, Job, PartitionTask
+from eos._core._job import Functions, Job
+from eos._core._task import PartitionTask
 from eos.config import Config
 
 

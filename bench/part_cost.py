@@ -14,8 +14,7 @@ import time
 import uuid
 
 from eos import _names, testing
-from eos._kafka import _offsets, _topics
-from eos._kafka import _producer as producers
+from eos._kafka import _offsets, _pool, _producer, _topics
 from eos.config import Config
 
 
@@ -40,7 +39,7 @@ def main() -> None:
     for n in range(args.rounds):
         time.sleep(0.5)
         marks = [time.perf_counter()]
-        producer = producers.OutputProducer(config, _names.part_transactional_id(app, 0))
+        producer = _producer.OutputProducer(config, _names.part_transactional_id(app, 0))
         marks.append(time.perf_counter())
         producer.init_transactions(known_topic=topic)
         marks.append(time.perf_counter())
@@ -49,14 +48,14 @@ def main() -> None:
         producer.begin_transaction()
         for i in range(args.records):
             producer._producer.produce(config.output_topic, b"v" * 20, b"k%d" % i)
-        producer.flush_and_check(topic, 0)
+        producer.records.flush_and_check(topic, 0)
         marks.append(time.perf_counter())
         offsets = [(topic, 0, n + 1, _offsets.stamp(config))]
         producer.send_offsets(offsets, _offsets.group_metadata(config))
         marks.append(time.perf_counter())
         producer.commit_transaction()
         marks.append(time.perf_counter())
-        producers.discard(producer)
+        _pool.discard(producer)
         marks.append(time.perf_counter())
         print("  ".join(f"{(b - a) * 1000:6.1f}" for a, b in zip(marks, marks[1:], strict=False)))
 

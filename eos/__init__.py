@@ -4,7 +4,7 @@ df.writeStream.foreachBatch(eos.sink(config)).start()
 df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.app.id", ...).start()
 """
 
-from eos._core._task import Commit
+from eos._core._job import Commit
 from eos._spark._realtime import ForeachWriter
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eos._core._input import INPUT_COLUMN
-from eos._core._task import OnCommit, Process, ProcessBatch
-from eos._kafka import _cluster, _offsets
+from eos._core._job import OnCommit, Process, ProcessBatch
+from eos._kafka import _cluster, _offsets, _topics
 from eos._kafka._clients import spark_source_options
 from eos._log import get_logger
 from eos._spark._cache import connector_package, spark_jars_dir
@@ -163,7 +163,7 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     eos's own): every batch then has a committed offset to check its rows against, the first too, which
     a sink that cannot regroup needs (`format("eos")`, `foreach_writer`: a task holding a later piece of
     a split partition looks for the input between the committed offset and its first row)."""
-    counts = _offsets.require_topics(config, topics, "input")
+    counts = _topics.require(config, topics, "input")
     tps = [(t, p) for t in topics for p in range(counts[t])]
     # Not require-stable: a transaction left open by a crashed driver would hold the answer back for up to
     # transaction.timeout.ms, and starting below an offset about to commit is safe (tasks skip those rows).

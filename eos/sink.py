@@ -34,7 +34,9 @@ import pyarrow as pa
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
-from eos._core._task import STATS_DDL, Job, OnCommit, Process, ProcessBatch, run_partition, totals
+from eos._core._job import Job, OnCommit, Process, ProcessBatch
+from eos._core._stats import STATS_DDL, totals
+from eos._core._task import run_partition
 from eos._kafka import _cluster, _offsets, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning

@@ -26,14 +26,9 @@ import pyarrow.compute as pc
 from eos import _crash, _names
 from eos._core import _worker
 from eos._core._arrow import Layout, batch_outputs, passthrough
-from eos._core._task import (
-    STATS_SCHEMA,
-    Commit,
-    Functions,
-    PartitionStats,
-)
-from eos._kafka import _offsets, _schemas
-from eos._kafka import _producer as producers
+from eos._core._job import Commit, Functions
+from eos._core._stats import STATS_SCHEMA, PartitionStats
+from eos._kafka import _offsets, _pool, _producer, _schemas
 from eos._log import get_logger
 from eos.config import Config
 from eos.errors import (
@@ -155,7 +150,7 @@ class PartTask:
         self.log = get_logger(app_id=config.app_id, part=part, transactional_id=tid, batch_id=job.batch_id)
         self.stats = PartitionStats(self.topic, part, tid)
         self.tid = tid
-        self.producer: producers.OutputProducer | None = None
+        self.producer: _producer.OutputProducer | None = None
         self.serializers = _schemas.Serializers.of(config)
         self.started = time.monotonic()
 
@@ -169,7 +164,7 @@ class PartTask:
                 self._verify(progress, batches)  # A4
             else:
                 self._write(batches)  # A5, A6
-            producers.release(self.producer)
+            _pool.release(self.producer)
             self.producer = None
             self.log.info(
                 "part written",
@@ -181,7 +176,7 @@ class PartTask:
             return self.stats
         except BaseException:
             if self.producer is not None:
-                producers.discard(self.producer)  # an open transaction dies with it
+                _pool.discard(self.producer)  # an open transaction dies with it
                 self.producer = None
             raise
 
@@ -196,9 +191,9 @@ class PartTask:
         that transaction, whose final offset replaces it). Fenced: a fresh producer after all."""
         config = self.config
         if not config.exactly_once:
-            self.producer, _ = producers.acquire(config, None)
+            self.producer, _ = _pool.acquire(config, None)
             return self._progress(stable=True)
-        self.producer, kept = producers.acquire(config, self.tid)
+        self.producer, kept = _pool.acquire(config, self.tid)
         if kept:
             try:
                 progress = self._progress(stable=True, wait=False)
@@ -214,9 +209,9 @@ class PartTask:
                 self.log.info(
                     "kept producer of the part is not current: starting a fresh one", error=str(exc)
                 )
-                producers.discard(self.producer)
+                _pool.discard(self.producer)
                 self.stats.producers_replaced += 1
-                self.producer = producers.OutputProducer(config, self.tid)
+                self.producer = _producer.OutputProducer(config, self.tid)
         self.producer.init_transactions(self.log, known_topic=self.topic)
         return self._progress(stable=True)
 
@@ -305,10 +300,10 @@ class PartTask:
                 outputs = self._outputs(batch, digest.rows)
                 if self.serializers is not None:
                     outputs = self.serializers.outputs(outputs, self.topic, self.part)
-                self.stats.records_out += producer.produce_outputs(outputs, self.topic, self.part)
+                self.stats.records_out += producer.records.produce_outputs(outputs, self.topic, self.part)
             digest = digest.plus(self._hashes(batch))
         self.stats.records_in = digest.rows
-        producer.flush_and_check(self.topic, self.part)
+        producer.records.flush_and_check(self.topic, self.part)
         self._check_age(began, digest.rows)
         _crash.point("after_produce")
         t0 = time.monotonic()
@@ -421,7 +416,7 @@ class PartTask:
             for out in outs:
                 if self.serializers is not None:
                     self.serializers.record(out, out.topic or default_topic, self.topic, self.part, first + i)
-                producer.produce(out, out.topic or default_topic, self.topic, self.part, first + i)
+                producer.records.produce(out, out.topic or default_topic, self.topic, self.part, first + i)
             produced += len(outs)
         return produced
 

@@ -26,13 +26,12 @@ import sys
 import zipimport
 
 from eos import _log
-from eos._kafka import _changelog, _clients
-from eos._kafka import _producer as producers
+from eos._kafka import _changelog, _clients, _pool
 
 
 def reset() -> None:
     """Close and forget everything this process keeps between tasks, as a fresh worker would start."""
-    producers.clear()
+    _pool.clear()
     _clients.clear()
     _changelog.forget_ensured()
     _log.forget_setup()

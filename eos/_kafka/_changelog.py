@@ -15,11 +15,11 @@ import time
 from typing import TYPE_CHECKING
 
 import attrs
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import KafkaError, TopicCollection, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from eos import _crash, _names
-from eos._kafka import _clients, _translate
+from eos._kafka import _clients, _topics, _translate
 from eos.config import Config
 from eos.errors import ChangelogError, RetriableError
 
@@ -61,44 +61,20 @@ def ensure_changelog(config: Config, input_topic: str, store: str, partition: in
         known = _ensured.get(name)
         if known is not None and partition < known.partitions:
             return known
-    admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
-    metadata = _translate.call(
-        lambda: admin.list_topics(timeout=timeout), what="reading topic metadata", timeout_s=timeout
-    )
-    inputs = metadata.topics.get(input_topic)
-    input_count = len(inputs.partitions) if inputs is not None else None
-    md = metadata.topics.get(name)
-    if md is None:
+    counts = _topics.partitions(config, [input_topic, name])
+    input_count = counts.get(input_topic)
+    if name not in counts:
         new = NewTopic(
             name,
-            len(metadata.topics[input_topic].partitions),
+            counts[input_topic],
             config.changelog_replication_factor,
             config={**config.changelog_topic_config, "cleanup.policy": "compact"},
         )
-
-        def create() -> None:
-            try:
-                admin.create_topics([new], request_timeout=timeout)[name].result(timeout)
-            except KafkaException as exc:
-                if (
-                    _translate.kafka_error_of(exc) is None
-                    or exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS
-                ):
-                    raise
-
-        _translate.call(create, what=f"creating changelog {name!r}", timeout_s=timeout)
-        deadline = _translate.Deadline(timeout)
-        while not deadline.expired():
-            md = _translate.call(
-                lambda: admin.list_topics(name, timeout=timeout).topics.get(name),
-                what=f"reading the metadata of changelog {name!r}",
-                timeout_s=timeout,
-            )
-            if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
-                break
-            time.sleep(0.1)
-    count = 0 if md is None or md.error is not None else len(md.partitions)
+        _topics.create(config, new, f"creating changelog {name!r}")
+        _topics.await_leaders(config, name)
+        counts = _topics.partitions(config, [name])
+    count = counts.get(name, 0)
     retention = _check_changelog(config, name, count, input_topic, input_count, partition, timeout)
     changelog = Changelog(name, count, retention)
     with _ensure_lock:

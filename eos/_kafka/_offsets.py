@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from eos import _names
 from eos._kafka import _clients, _translate
 from eos.config import Config
-from eos.errors import EosError, ForeignOffsetError, OffsetsUnstableError, RetriableError, TopicNotFoundError
+from eos.errors import EosError, ForeignOffsetError, OffsetsUnstableError, RetriableError
 
 STAMP_VERSION = "eos/1"
 CLI_STAMP_SOURCE = "cli"
@@ -222,37 +222,3 @@ def log_offsets(
 def group_metadata(config: Config):
     with _translate.translating(f"group metadata of {config.app_id!r}"):
         return _clients.group_consumer(config).consumer_group_metadata()
-
-
-def topic_partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
-    """Partition count per topic; raises BrokerUnreachableError if no broker answers in time and
-    EosError subclasses for topics that are missing (the caller decides which)."""
-    client = _clients.admin(config)
-
-    def refused():
-        client.poll(0)  # serves the error callback that records refused credentials
-        return _clients.authentication_failure(config)
-
-    metadata = _translate.reach(
-        lambda timeout: client.list_topics(timeout=timeout),
-        where=config.bootstrap_servers,
-        timeout_s=config.operation_timeout_ms / 1000,
-        refused=refused,
-    )
-    out: dict[str, int] = {}
-    for topic in topics:
-        md = metadata.topics.get(topic)
-        if md is None or md.error is not None:
-            continue
-        out[topic] = len(md.partitions)
-    return out
-
-
-def require_topics(config: Config, topics: Iterable[str], role: str) -> dict[str, int]:
-    """`topic_partitions`, raising TopicNotFoundError for the first of `topics` that is missing."""
-    topics = list(topics)
-    found = topic_partitions(config, topics)
-    for topic in topics:
-        if topic not in found:
-            raise TopicNotFoundError(topic, role)
-    return found

@@ -1,16 +1,130 @@
-"""The progress topic of `input_mode="any"` (docs/protocol.md, "Any DataFrame"): created, or grown to
-`parts` partitions, before a part's transaction commits an offset to it."""
+"""What eos asks about topics, each question one way: which exist and with how many partitions
+(metadata: the driver's D2, the CLI, the changelogs, the progress topic); whether this principal may
+write one (the producer, before its first record to it); when a new topic's partitions have leaders;
+and the progress topic of `input_mode="any"` (docs/protocol.md, "Any DataFrame"), created or grown to
+`parts` partitions before a part's transaction commits an offset to it."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AclOperation, NewPartitions, NewTopic
 
 from eos import _names
-from eos._kafka import _clients, _offsets, _translate
+from eos._kafka import _clients, _translate
 from eos.config import Config
+from eos.errors import TopicNotFoundError
+
+
+def partitions(config: Config, topics: Iterable[str]) -> dict[str, int]:
+    """Partition count per topic; raises BrokerUnreachableError if no broker answers in time and
+    EosError subclasses for topics that are missing (the caller decides which)."""
+    client = _clients.admin(config)
+
+    def refused():
+        client.poll(0)  # serves the error callback that records refused credentials
+        return _clients.authentication_failure(config)
+
+    metadata = _translate.reach(
+        lambda timeout: client.list_topics(timeout=timeout),
+        where=config.bootstrap_servers,
+        timeout_s=config.operation_timeout_ms / 1000,
+        refused=refused,
+    )
+    out: dict[str, int] = {}
+    for topic in topics:
+        md = metadata.topics.get(topic)
+        if md is None or md.error is not None:
+            continue
+        out[topic] = len(md.partitions)
+    return out
+
+
+def require(config: Config, topics: Iterable[str], role: str) -> dict[str, int]:
+    """`partitions`, raising TopicNotFoundError for the first of `topics` that is missing."""
+    topics = list(topics)
+    found = partitions(config, topics)
+    for topic in topics:
+        if topic not in found:
+            raise TopicNotFoundError(topic, role)
+    return found
+
+
+def unwritable(config: Config, topic: str) -> str | None:
+    """Why this principal cannot write `topic` (None: it can). Asked of the admin client
+    (DescribeTopics): a producer's metadata request for a missing topic would create it on a broker with
+    auto.create.topics.enable=true. The answer includes this principal's operations on the topic
+    (KIP-430): a refused write fails a transaction in a state librdkafka may not abort cleanly, so eos
+    checks WRITE before producing."""
+    timeout = config.operation_timeout_ms / 1000
+    missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+
+    def describe():
+        futures = _clients.admin(config).describe_topics(
+            TopicCollection([topic]), request_timeout=timeout, include_authorized_operations=True
+        )
+        try:
+            return futures[topic].result(timeout)
+        except KafkaException as exc:
+            err = _translate.kafka_error_of(exc)
+            if err is not None and (
+                err.code() in missing or err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            ):
+                return err
+            raise
+
+    found = _translate.call(describe, what=f"looking up output topic {topic!r}", timeout_s=timeout)
+    if isinstance(found, KafkaError):
+        if found.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return f"output to {topic!r} refused: {found.str()}"
+        return f"output topic {topic!r} is not available: it does not exist ({found.str()})"
+    operations = found.authorized_operations
+    if operations is not None and not {AclOperation.WRITE, AclOperation.ALL} & set(operations):
+        return f"output to {topic!r} refused: Topic authorization failed (no WRITE permission)"
+    return None
+
+
+def create(config: Config, new: NewTopic, what: str) -> None:
+    """Create a topic; one that exists already (another task or process created it first) is no error."""
+    admin = _clients.admin(config)
+    timeout = config.operation_timeout_ms / 1000
+    _translate.call(
+        lambda: _existing(admin.create_topics([new], request_timeout=timeout), new.topic, timeout),
+        what=what,
+        timeout_s=timeout,
+    )
+
+
+def await_leaders(config: Config, name: str) -> None:
+    """Until every partition of `name` (just created) has a leader, or operation_timeout_ms passes."""
+    admin = _clients.admin(config)
+    timeout = config.operation_timeout_ms / 1000
+    deadline = _translate.Deadline(timeout)
+    while not deadline.expired():
+        md = _translate.call(
+            lambda: admin.list_topics(name, timeout=timeout).topics.get(name),
+            what=f"reading the metadata of {name!r}",
+            timeout_s=timeout,
+        )
+        if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.1)
+
+
+def _existing(futures, name: str, timeout: float) -> None:
+    """Wait for a create_topics / create_partitions future; "already so" is no error."""
+    try:
+        futures[name].result(timeout)
+    except KafkaException as exc:
+        error = _translate.kafka_error_of(exc)
+        if error is None or error.code() not in (
+            KafkaError.TOPIC_ALREADY_EXISTS,
+            KafkaError.INVALID_PARTITIONS,
+        ):
+            raise
+
 
 #: progress topics known to have at least so many partitions in this process, by (bootstrap, name): the
 #: driver asks once per sink, a `format("eos")` task once per Python worker, not once per batch or task
@@ -32,34 +146,15 @@ def _grow_parts_topic(config: Config, name: str) -> bool:
     """Create or grow the topic; whether its metadata shows `parts` partitions before the deadline."""
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
-    have = _offsets.topic_partitions(config, [name]).get(name)
-
-    def ignore_exists(futures) -> None:
-        try:
-            futures[name].result(timeout)
-        except KafkaException as exc:
-            error = _translate.kafka_error_of(exc)
-            if error is None or error.code() not in (
-                KafkaError.TOPIC_ALREADY_EXISTS,
-                KafkaError.INVALID_PARTITIONS,
-            ):
-                raise
-
+    have = partitions(config, [name]).get(name)
     if have is None:
         new = NewTopic(
-            name,
-            config.parts,
-            config.changelog_replication_factor,
-            config={"cleanup.policy": "compact"},
+            name, config.parts, config.changelog_replication_factor, config={"cleanup.policy": "compact"}
         )
-        _translate.call(
-            lambda: ignore_exists(admin.create_topics([new], request_timeout=timeout)),
-            what=f"creating the progress topic {name!r}",
-            timeout_s=timeout,
-        )
+        create(config, new, f"creating the progress topic {name!r}")
     elif have < config.parts:
         _translate.call(
-            lambda: ignore_exists(admin.create_partitions([NewPartitions(name, config.parts)])),
+            lambda: _existing(admin.create_partitions([NewPartitions(name, config.parts)]), name, timeout),
             what=f"adding partitions to the progress topic {name!r}",
             timeout_s=timeout,
         )
@@ -67,7 +162,7 @@ def _grow_parts_topic(config: Config, name: str) -> bool:
         return True
     deadline = _translate.Deadline(timeout)
     while not deadline.expired():
-        count = _offsets.topic_partitions(config, [name]).get(name, 0)
+        count = partitions(config, [name]).get(name, 0)
         if count >= config.parts:
             return True
         time.sleep(0.1)

@@ -10,8 +10,8 @@ from typing import Any
 
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
-from eos._core._task import Functions, OnCommit, Process, ProcessBatch
-from eos._kafka import _offsets, _schemas
+from eos._core._job import Functions, OnCommit, Process, ProcessBatch
+from eos._kafka import _schemas, _topics
 from eos._spark import _partitioning
 from eos.config import Config
 from eos.errors import BatchSchemaError
@@ -166,7 +166,7 @@ def missing_input_column(why: str) -> str:
 def check_output_topic(config: Config, log: Any = None) -> None:
     """D2: a broker answers and the configured output topic exists (and the dead-letter topic); the
     configured schemas are registered (or found) in the Schema Registry."""
-    _offsets.require_topics(config, [config.output_topic] if config.output_topic else [], "output")
+    _topics.require(config, [config.output_topic] if config.output_topic else [], "output")
     if config.on_error == "dead_letter":
-        _offsets.require_topics(config, [config.dead_letter_topic], "dead-letter")
+        _topics.require(config, [config.dead_letter_topic], "dead-letter")
     _schemas.resolve(config, log)

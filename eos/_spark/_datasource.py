@@ -32,7 +32,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, Provenance
-from eos._core._task import Functions, Job, run_partition, totals
+from eos._core._job import Functions, Job
+from eos._core._stats import totals
+from eos._core._task import run_partition
 from eos._kafka import _clients, _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _ledger

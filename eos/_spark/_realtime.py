@@ -30,7 +30,8 @@ from typing import Any
 import pyarrow as pa
 
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
-from eos._core._task import Job, OnCommit, PartitionTask, Process
+from eos._core._job import Job, OnCommit, Process
+from eos._core._task import PartitionTask
 from eos._spark._batch import batch_layout, functions, input_column, missing_input_column
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError

@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaE
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import OffsetSpec
 
-from eos._kafka import _clients, _offsets
+from eos._kafka import _clients, _offsets, _topics
 from eos._kafka._translate import kafka_error_of
 from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
 from eos.cli._tools import tools_classpath
@@ -81,7 +81,7 @@ class Broker:
         """Partition count of each existing topic among `topics`. Also the reachability check: raises
         exit code 4 if no broker answers within the timeout."""
         try:
-            return _offsets.topic_partitions(self.config, list(topics))
+            return _topics.partitions(self.config, list(topics))
         except BrokerUnreachableError as exc:
             raise CliError(EXIT_UNREACHABLE, str(exc)) from None
         except AuthenticationError as exc:

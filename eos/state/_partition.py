@@ -45,9 +45,10 @@ from eos.state._api import State, Store, StoreSpec
 from eos.state._sqlite import PartitionStore
 
 
-class ChangelogProducer(Protocol):
-    """What the stores need of the partition's producer (`eos._kafka._producer.OutputProducer` is one): to
-    send a write to its changelog, and the offset each changelog partition's last write reached."""
+class ChangelogRecords(Protocol):
+    """What the stores need of the partition producer's records (`eos._kafka._collector.RecordCollector`
+    is one): to send a write to its changelog, and the offset each changelog partition's last write
+    reached."""
 
     delivered_offsets: Mapping[tuple[str, int], int]
 
@@ -168,7 +169,7 @@ class PartitionState:
     def pending_keys(self) -> int:
         return max((len(s.pending) for s in self.stores.values()), default=0)
 
-    def produce_changelog(self, producer: ChangelogProducer) -> None:
+    def produce_changelog(self, records: ChangelogRecords) -> None:
         """Send the open transaction's writes to the changelogs (inside the transaction in exactly_once)."""
         topic, partition = self.scope.topic, self.scope.partition
         for name, store in self.stores.items():
@@ -177,15 +178,15 @@ class PartitionState:
             for key, value, input_offset in store.changes():
                 header = [(_names.INPUT_OFFSET_HEADER, str(input_offset).encode()), owner]
                 out = Output(value, key, header, partition=partition)
-                producer.produce(out, changelog, topic, partition, input_offset, track=True)
+                records.produce(out, changelog, topic, partition, input_offset, track=True)
 
     # -- after commit ---------------------------------------------------------------------------------
 
-    def on_commit(self, producer: ChangelogProducer) -> None:
+    def on_commit(self, records: ChangelogRecords) -> None:
         for name, store in self.stores.items():
             offset = store.local_offset() or 0
             if store.pending:  # this transaction wrote to the changelog: the store now reflects its end
-                offset = producer.delivered_offsets[(self.changelogs[name], self.scope.partition)] + 1
+                offset = records.delivered_offsets[(self.changelogs[name], self.scope.partition)] + 1
             store.commit(offset)
 
     def close(self) -> None:

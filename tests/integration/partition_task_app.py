@@ -20,7 +20,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 import eos
 from eos._core._arrow import Layout
-from eos._core._task import Functions, Job, run_partition
+from eos._core._job import Functions, Job
+from eos._core._task import run_partition
 
 SCHEMA = pa.schema(
     [

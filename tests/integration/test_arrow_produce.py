@@ -54,8 +54,8 @@ def _write(config, outputs: Outputs, tid: str) -> None:
         producer.init_transactions()
         producer.begin_transaction()
         try:
-            producer.produce_outputs(outputs, SOURCE, 0)
-            producer.flush_and_check(SOURCE, 0)
+            producer.records.produce_outputs(outputs, SOURCE, 0)
+            producer.records.flush_and_check(SOURCE, 0)
         except Exception:
             producer.abort_transaction()
             raise
@@ -154,13 +154,13 @@ def test_a_fenced_producer_writing_arrow_columns_commits_nothing(bootstrap, name
     zombie = _producer.OutputProducer(config, tid)
     zombie.init_transactions()
     zombie.begin_transaction()
-    zombie.produce_outputs(first, SOURCE, 0)
+    zombie.records.produce_outputs(first, SOURCE, 0)
     winner = _producer.OutputProducer(config, tid)
     winner.init_transactions()  # fences the zombie, aborts its transaction
     try:
         with pytest.raises(eos.FencedError):
-            zombie.produce_outputs(first, SOURCE, 0)
-            zombie.flush_and_check(SOURCE, 0)
+            zombie.records.produce_outputs(first, SOURCE, 0)
+            zombie.records.flush_and_check(SOURCE, 0)
             zombie.commit_transaction()
         assert calls  # the zombie wrote through the Arrow path
         assert _by_partition(bootstrap, output) == {}
@@ -176,7 +176,8 @@ def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstra
     from confluent_kafka import Consumer, TopicPartition
 
     from eos._core._arrow import Layout
-    from eos._core._task import Job, PartitionTask
+    from eos._core._job import Job
+    from eos._core._task import PartitionTask
 
     source, output, dead_letters = names("in"), names("out"), names("dlq")
     for topic in (source, output, dead_letters):

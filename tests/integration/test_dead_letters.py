@@ -115,7 +115,8 @@ def test_dlq_show_groups_dead_letters_and_replay_copies_them_once(bootstrap, nam
 
     import eos
     from eos._core._arrow import Layout
-    from eos._core._task import Functions, Job, PartitionTask
+    from eos._core._job import Functions, Job
+    from eos._core._task import PartitionTask
 
     source, output, dead_letters, retry = names("in"), names("out"), names("dlq"), names("retry")
     for topic in (source, output, dead_letters, retry):
@@ -204,15 +205,15 @@ def test_an_abort_right_after_a_refused_record_leaves_the_producer_usable(bootst
             producer.init_transactions()
             producer.begin_transaction()
             for i in range(100):
-                producer.produce(eos.Output(b"%d" % i), output, source, 0, i)
+                producer.records.produce(eos.Output(b"%d" % i), output, source, 0, i)
             offsets = [(source, 0, 100 * (attempt + 1))]
             producer.send_offsets(offsets, _offsets.group_metadata(config))
             producer.commit_transaction()
             producer.begin_transaction()
             for i in range(4):
-                producer.produce(eos.Output(b"x"), output, source, 0, 100 + i)
+                producer.records.produce(eos.Output(b"x"), output, source, 0, 100 + i)
             with pytest.raises(eos.ProduceError):
-                producer.produce(eos.Output(b"z" * (2**20 + 10)), output, source, 0, 104)
+                producer.records.produce(eos.Output(b"z" * (2**20 + 10)), output, source, 0, 104)
             producer.abort_transaction()  # raised FatalError (INVALID_TXN_STATE) without the flush
         finally:
             producer.close()

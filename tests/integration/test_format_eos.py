@@ -16,7 +16,8 @@ from partition_task_app import SCHEMA
 import eos
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._task import Job, PartitionTask
+from eos._core._job import Job
+from eos._core._task import PartitionTask
 from eos._kafka import _offsets
 from tests.support.summaries import read_ledger
 

@@ -22,7 +22,8 @@ from conftest import finish, group_offsets, run_query, start_pipeline
 import eos
 from eos import cli, testing
 from eos._core._arrow import Layout
-from eos._core._task import Functions, Job, run_partition
+from eos._core._job import Functions, Job
+from eos._core._task import run_partition
 from eos._kafka import _offsets
 from examples.pipeline import count_per_key
 from tests.support.processes import pyspark_python, threads_and_rss

@@ -118,7 +118,7 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
     zombie.init_transactions()
     zombie.begin_transaction()
     for i in range(10):
-        zombie.produce(eos.Output(f"zombie-{i}"), output, source, 0, i)
+        zombie.records.produce(eos.Output(f"zombie-{i}"), output, source, 0, i)
     zombie._producer.flush(10)  # the records reach the log, uncommitted
 
     winner = _producer.OutputProducer(config, tid)
@@ -129,7 +129,7 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
         zombie.commit_transaction()
 
     winner.begin_transaction()
-    winner.produce(eos.Output("winner-0"), output, source, 0, 0)
+    winner.records.produce(eos.Output("winner-0"), output, source, 0, 0)
     winner.send_offsets([(source, 0, 1)], _offsets_metadata(config))
     winner.commit_transaction()
 

@@ -16,7 +16,8 @@ import sys
 
 import eos
 from eos._core._arrow import Layout
-from eos._core._task import Job, run_partition
+from eos._core._job import Job
+from eos._core._task import run_partition
 from tests.integration.partition_task_app import batches, rows
 
 

@@ -21,7 +21,8 @@ from confluent_kafka import KafkaError, KafkaException
 import eos
 from eos._core import _worker
 from eos._core._arrow import Layout
-from eos._core._task import Functions, Job, PartitionTask
+from eos._core._job import Functions, Job
+from eos._core._task import PartitionTask
 from eos._kafka import _clients, _producer
 from tests.support.messages import Message
 

@@ -11,7 +11,8 @@ import pytest
 import eos
 from eos import _log, testing
 from eos._kafka import _clients
-from eos._kafka._producer import OutputProducer, _cache_key
+from eos._kafka._pool import _cache_key
+from eos._kafka._producer import OutputProducer
 from eos.session import free_port
 from tests.support.logs import Log
 
@@ -51,6 +52,7 @@ def test_every_client_eos_builds_logs_through_eos_kafka_not_stderr(kafka_records
         with pytest.raises(Exception):  # noqa: B017
             testing.create_topic(bootstrap, "out", 1, timeout=1)
     finally:
+        producer.records.close()
         producer._producer = None
         _clients.clear()
     clients = {r.args[1] for r in kafka_records if r.args and r.args[0] == "FAIL"}

@@ -1,4 +1,4 @@
-"""eos._kafka._producer's per-worker cache: producers are kept between tasks, at most
+"""eos._kafka._pool, the per-worker cache of producers: producers are kept between tasks, at most
 max_producers_per_worker of them, the least recently used closed first (one per input partition ever
 seen would grow forever)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import eos
-from eos._kafka import _producer
+from eos._kafka import _pool, _producer
 from tests.support.configs import config as base_config
 
 
@@ -24,16 +24,16 @@ class FakeProducer:
 @pytest.fixture
 def cache(monkeypatch):
     monkeypatch.setattr(_producer, "Producer", FakeProducer)
-    monkeypatch.setattr(_producer, "_cache", {})
+    monkeypatch.setattr(_pool, "_cache", {})
     FakeProducer.closed = []
-    discard = _producer.discard
+    discard = _pool.discard
 
     def recording(producer):
         FakeProducer.closed.append(producer.transactional_id)
         discard(producer)
 
-    monkeypatch.setattr(_producer, "discard", recording)
-    return _producer
+    monkeypatch.setattr(_pool, "discard", recording)
+    return _pool
 
 
 def config(size: int) -> eos.Config:

@@ -1,5 +1,6 @@
-"""OutputProducer: a fatal error reported by produce() or poll() carries its cause (fenced or not), and
-every refused or undelivered output of a bulk write is mapped to its input record and error class."""
+"""OutputProducer and what it sends (`records`, the RecordCollector): a fatal error reported by produce()
+or poll() carries its cause (fenced or not), and every refused or undelivered output of a bulk write is
+mapped to its input record and error class."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos._kafka import _producer
+from eos._kafka import _producer, _topics
 from eos.config import Config
 from eos.errors import (
     DeliveryFailedError,
@@ -46,23 +47,23 @@ def _producer_with(monkeypatch, fake):
         bootstrap_servers="127.0.0.1:1", app_id="app", output_topic="out", processing_guarantee="exactly_once"
     )
     producer = _producer.OutputProducer(config, config.transactional_id("in", 0))
-    producer._known_topics.add("out")
+    producer.records._known_topics.add("out")
     return producer
 
 
 def test_fatal_produce_error_caused_by_fencing_is_a_fenced_error(monkeypatch):
     producer = _producer_with(monkeypatch, FencedProducer)
     with pytest.raises(FencedError, match="fenced"):
-        producer.produce(Output(b"v"), "out", "in", 0, 7)
+        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
     with pytest.raises(FencedError):
-        producer.flush_and_check("in", 0)
+        producer.records.flush_and_check("in", 0)
 
 
 def test_fatal_produce_error_with_another_cause_stays_fatal(monkeypatch):
     cause = KafkaError(KafkaError._INCONSISTENT, "something else", fatal=True)
     producer = _producer_with(monkeypatch, lambda settings: FencedProducer(settings, cause))
     with pytest.raises(FatalError) as info:
-        producer.produce(Output(b"v"), "out", "in", 0, 7)
+        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
     assert not isinstance(info.value, FencedError)
 
 
@@ -131,7 +132,7 @@ def _bulk(monkeypatch, guarantee="exactly_once") -> tuple[_producer.OutputProduc
     )
     tid = config.transactional_id("in", 0) if config.exactly_once else None
     producer = _producer.OutputProducer(config, tid)
-    producer._known_topics.update({"out", "other"})
+    producer.records._known_topics.update({"out", "other"})
     return producer, producer._producer
 
 
@@ -147,7 +148,7 @@ def test_bulk_write_refused_at_once_names_that_record(monkeypatch):
     producer, fake = _bulk(monkeypatch)
     fake.refuse[b"c"] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Local: Message size too large")
     with pytest.raises(ProduceError) as info:
-        producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+        producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
     assert (info.value.topic, info.value.partition, info.value.offset) == ("in", 0, 102)
     assert "'out' refused" in str(info.value)
 
@@ -156,17 +157,17 @@ def test_exactly_once_bulk_writes_pass_no_delivery_callback(monkeypatch):
     """A failed delivery fails the transaction's commit (librdkafka); the flush has nothing to report."""
     producer, fake = _bulk(monkeypatch)
     fake.fail[b"c"] = TOO_LARGE
-    assert producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
+    assert producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
     assert fake.callbacks == [None] * 4
-    producer.flush_and_check("in", 0)
+    producer.records.flush_and_check("in", 0)
 
 
 def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(monkeypatch):
     producer, fake = _bulk(monkeypatch, "at_least_once")
     fake.fail[b"c"] = TOO_LARGE
-    producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+    producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
     with pytest.raises(DeliveryFailedError) as info:
-        producer.flush_and_check("in", 0)
+        producer.records.flush_and_check("in", 0)
     assert isinstance(info.value, TransactionAbortableError)
     assert info.value.kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
@@ -175,39 +176,39 @@ def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(mo
 def test_the_record_by_record_redo_names_the_refused_record(monkeypatch, guarantee):
     producer, fake = _bulk(monkeypatch, guarantee)
     fake.fail[b"c"] = TOO_LARGE
-    producer.exact = True  # what the task sets before redoing the transaction
-    producer.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
+    producer.records.exact = True  # what the task sets before redoing the transaction
+    producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
     with pytest.raises(ProduceError) as info:
-        producer.flush_and_check("in", 0)
+        producer.records.flush_and_check("in", 0)
     assert info.value.offset == 102
     assert "Message size too large" in str(info.value)
 
 
 def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(monkeypatch):
     producer, fake = _bulk(monkeypatch)
-    producer.exact = True
+    producer.records.exact = True
     fake.fail[b"b"] = KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, "Broker: Not enough in-sync replicas")
-    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    producer.records.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
     with pytest.raises(TransactionAbortableError) as info:
-        producer.flush_and_check("in", 0)
+        producer.records.flush_and_check("in", 0)
     assert not isinstance(info.value, DeliveryFailedError | ProduceError)
 
 
 def test_fenced_delivery_is_a_fenced_error_in_either_mode(monkeypatch):
     for exact in (False, True):
         producer, fake = _bulk(monkeypatch, "at_least_once" if not exact else "exactly_once")
-        producer.exact = exact
+        producer.records.exact = exact
         fake.fail[b"a"] = KafkaError(KafkaError._FENCED, "fenced")
-        producer.produce_outputs(_outputs([b"a"]), "in", 0)
+        producer.records.produce_outputs(_outputs([b"a"]), "in", 0)
         with pytest.raises(FencedError):
-            producer.flush_and_check("in", 0)
+            producer.records.flush_and_check("in", 0)
 
 
 def test_full_queue_is_served_and_the_record_retried_in_order(monkeypatch):
     producer, fake = _bulk(monkeypatch)
     fake.full.add(b"b")
-    producer.produce_outputs(_outputs([b"a", b"b", b"c"], keys=[b"1", None, b"3"]), "in", 0)
-    producer.flush_and_check("in", 0)
+    producer.records.produce_outputs(_outputs([b"a", b"b", b"c"], keys=[b"1", None, b"3"]), "in", 0)
+    producer.records.flush_and_check("in", 0)
     assert [(v, k) for _, v, k, _, _ in fake.delivered] == [(b"a", b"1"), (b"b", None), (b"c", b"3")]
     assert fake.produce_calls == 4
 
@@ -217,8 +218,8 @@ def test_per_record_topics_partitions_and_headers(monkeypatch):
     outputs = _outputs(
         [b"a", b"b"], topic=["other", None], partitions=[3, None], headers=[[("h", b"1")], None]
     )
-    producer.produce_outputs(outputs, "in", 0)
-    producer.flush_and_check("in", 0)
+    producer.records.produce_outputs(outputs, "in", 0)
+    producer.records.flush_and_check("in", 0)
     assert fake.delivered == [("other", b"a", None, 3, [("h", b"1")]), ("out", b"b", None, -1, None)]
 
 
@@ -257,24 +258,24 @@ def test_topic_checks_ask_the_admin_client_never_the_producers_metadata(monkeypa
     from confluent_kafka.admin import AclOperation
 
     producer, fake = _bulk(monkeypatch)
-    producer._known_topics.clear()
+    producer.records._known_topics.clear()
     admin = DescribingAdmin({"out": [AclOperation.WRITE, AclOperation.READ], "other": [AclOperation.READ]})
-    monkeypatch.setattr(_producer._clients, "admin", lambda config: admin)
+    monkeypatch.setattr(_topics._clients, "admin", lambda config: admin)
     fake.list_topics = lambda *a, **k: pytest.fail("the producer must not request metadata of a topic")
-    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
-    producer.produce_outputs(_outputs([b"c"]), "in", 0)
+    producer.records.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    producer.records.produce_outputs(_outputs([b"c"]), "in", 0)
     assert admin.asked == ["out"]
     with pytest.raises(ProduceError, match="no WRITE permission") as info:
-        producer.produce_outputs(_outputs([b"x"], topic="other"), "in", 0)
+        producer.records.produce_outputs(_outputs([b"x"], topic="other"), "in", 0)
     assert info.value.offset == 100
 
 
 def test_missing_topic_of_a_process_batch_output_names_the_call(monkeypatch):
     producer, _ = _bulk(monkeypatch)
-    monkeypatch.setattr(_producer._clients, "admin", lambda config: DescribingAdmin({}))
+    monkeypatch.setattr(_topics._clients, "admin", lambda config: DescribingAdmin({}))
     outputs = Outputs(values=[b"a"], topic="typo", first=40, last=49)
     with pytest.raises(ProduceError) as info:
-        producer.produce_outputs(outputs, "in", 0)
+        producer.records.produce_outputs(outputs, "in", 0)
     assert info.value.offset == 40
     assert "'typo' is not available: it does not exist" in str(info.value)
     assert "process_batch over input offsets 40-49" in str(info.value)
@@ -286,14 +287,14 @@ def test_reports_purged_by_an_abort_do_not_fail_the_next_transaction(monkeypatch
     with "Purged in queue" on its second, healthy write)."""
     producer, fake = _bulk(monkeypatch)
     purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
-    producer.exact = True
+    producer.records.exact = True
     fake.fail.update({b"a": purged, b"b": purged})
     fake.hold = True
-    producer.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
+    producer.records.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
     fake.abort_transaction = lambda timeout=None: None
     fake.hold = False  # the purged reports are served at the first poll after the abort
     producer.abort_transaction()
     fake.fail.clear()
-    producer.produce_outputs(_outputs([b"c"], offsets=[102]), "in", 0)
-    producer.flush_and_check("in", 0)
+    producer.records.produce_outputs(_outputs([b"c"], offsets=[102]), "in", 0)
+    producer.records.flush_and_check("in", 0)
     assert [v for _, v, *_ in fake.delivered] == [b"c"]

@@ -11,7 +11,7 @@ from confluent_kafka import TopicPartition
 
 import eos
 from eos import session
-from eos._kafka import _clients, _offsets
+from eos._kafka import _clients, _offsets, _topics
 from tests.support.configs import config as base_config
 
 
@@ -54,7 +54,7 @@ def test_starting_offsets_do_not_wait_for_open_transactions_but_tasks_do(monkeyp
     monkeypatch.setattr(RecordingConsumer, "stable_reads", [])
     monkeypatch.setattr(RecordingConsumer, "committed_offsets", {0: 40})
     _clients.clear()
-    monkeypatch.setattr(_offsets, "require_topics", lambda config, topics, role: {"in": 2})
+    monkeypatch.setattr(_topics, "require", lambda config, topics, role: {"in": 2})
     config = base_config()
 
     monkeypatch.setattr(RecordingConsumer, "commits", [], raising=False)

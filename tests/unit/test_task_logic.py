@@ -1,6 +1,6 @@
 """eos._core._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
-real `Checkpoint` driving a fake transactional producer and a fake group-offset store, on real Arrow
-record batches. No broker, no Spark."""
+real `Incarnation`, `Writer` and `Transaction` driving a fake transactional producer and a fake
+group-offset store, on real Arrow record batches. No broker, no Spark."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 import eos
 from eos._core import _input
 from eos._core._arrow import Layout
-from eos._core._task import STATS_SCHEMA, Functions, Job, PartitionTask, run_partition
-from eos._kafka import _offsets
-from eos._kafka import _producer as producers
+from eos._core._job import Functions, Job
+from eos._core._stats import STATS_SCHEMA
+from eos._core._task import PartitionTask, run_partition
+from eos._kafka import _collector, _offsets, _pool, _producer
 from eos._spark._batch import batch_layout
 from eos.records import Output
 from eos.sink import Sink
@@ -70,7 +71,8 @@ class FakeKafka:
 
 
 class FakeProducer:
-    """The OutputProducer interface the task and Checkpoint use. `fail[step]` lists what successive
+    """The OutputProducer interface the task uses, and its `records` (the RecordCollector's, in the same
+    object: the fake is both). `fail[step]` lists what successive
     calls of that step do: None succeeds, an exception is raised, a callable is called (and may raise)."""
 
     def __init__(self, kafka: FakeKafka, transactional_id: str | None, initialized: bool) -> None:
@@ -87,6 +89,7 @@ class FakeProducer:
         self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
         self.undeliverable: set[int] = set()  # input offsets whose outputs the broker refuses
         self.batch_refusal = False  # a refusal fails every output of the transaction, not just its own
+        self.records = self
 
     def _step(self, name: str, queue: list | None = None) -> None:
         self.calls.append(name)
@@ -113,7 +116,7 @@ class FakeProducer:
         self._record((topic, out.value, in_offset))
 
     def produce_outputs(self, outputs, in_topic, in_partition) -> int:
-        for i, value in enumerate(producers._listed(outputs.values)):
+        for i, value in enumerate(_collector._listed(outputs.values)):
             offset = outputs.offset_of(i)
             self._step("produce", self.fail_at_offset.get(offset))
             if self.exact:
@@ -167,10 +170,10 @@ class FakeProducer:
 @pytest.fixture
 def kafka(monkeypatch) -> FakeKafka:
     k = FakeKafka()
-    monkeypatch.setattr(producers, "acquire", k.acquire)
-    monkeypatch.setattr(producers, "OutputProducer", k.producer)
-    monkeypatch.setattr(producers, "release", k.released.append)
-    monkeypatch.setattr(producers, "discard", k.discarded.append)
+    monkeypatch.setattr(_pool, "acquire", k.acquire)
+    monkeypatch.setattr(_producer, "OutputProducer", k.producer)
+    monkeypatch.setattr(_pool, "release", k.released.append)
+    monkeypatch.setattr(_pool, "discard", k.discarded.append)
 
     def committed_entries(config, tps, log=None, wait=True):
         return {

@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import partial
 
 import eos
-from eos._core._checkpoint import Checkpoint
 from eos._core._scope import PartitionScope
+from eos._core._transaction import Transaction
 from tests.support.configs import config as base_config
 
 
@@ -35,47 +35,47 @@ def scope(cfg: eos.Config) -> PartitionScope:
 
 
 def test_due_after_commit_every_records():
-    checkpoint = Checkpoint(scope(config(commit_every=3)), Producer())
+    transaction = Transaction(scope(config(commit_every=3)), Producer())
     for offset in range(2):
-        checkpoint.mark(offset, 1, 1)
-        assert not checkpoint.due()
-    checkpoint.mark(2, 1, 1)
-    assert checkpoint.due()
+        transaction.mark(offset, 1, 1)
+        assert not transaction.due()
+    transaction.mark(2, 1, 1)
+    assert transaction.due()
 
 
 def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
-    checkpoint = Checkpoint(scope(config(commit_max_bytes=1_000)), Producer())
-    checkpoint.mark(0, 1, 1)
-    checkpoint.input_bytes += 999
-    assert not checkpoint.due()
-    checkpoint.input_bytes += 1
-    assert checkpoint.due()
+    transaction = Transaction(scope(config(commit_max_bytes=1_000)), Producer())
+    transaction.mark(0, 1, 1)
+    transaction.input_bytes += 999
+    assert not transaction.due()
+    transaction.input_bytes += 1
+    assert transaction.due()
 
 
 def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr("eos._core._checkpoint.time.monotonic", lambda: now[0])
-    checkpoint = Checkpoint(scope(config(commit_interval_ms=500)), Producer())
-    checkpoint.mark(0, 1, 1)
-    assert not checkpoint.due()
+    monkeypatch.setattr("eos._core._transaction.time.monotonic", lambda: now[0])
+    transaction = Transaction(scope(config(commit_interval_ms=500)), Producer())
+    transaction.mark(0, 1, 1)
+    assert not transaction.due()
     now[0] += 0.5
-    assert checkpoint.due()
+    assert transaction.due()
 
 
 def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
     state = State()
-    checkpoint = Checkpoint(
+    transaction = Transaction(
         scope(config(commit_every=1_000_000, state_buffer_max_keys=100)), Producer(), state=state
     )
-    checkpoint.mark(0, 1, 1)
+    transaction.mark(0, 1, 1)
     state.keys = 99
-    assert not checkpoint.due()
+    assert not transaction.due()
     state.keys = 100
-    assert checkpoint.due()
+    assert transaction.due()
 
 
 def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
     eos_producer, alo_producer = Producer(), Producer()
-    Checkpoint(scope(config()), eos_producer)
-    Checkpoint(scope(base_config()), alo_producer)
+    Transaction(scope(config()), eos_producer)
+    Transaction(scope(base_config()), alo_producer)
     assert eos_producer.in_transaction and not alo_producer.in_transaction

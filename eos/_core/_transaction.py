@@ -1,7 +1,8 @@
-"""Where the commit happens: one `Checkpoint` per transaction of one input topic-partition. Its steps
-are 7a-7e of docs/protocol.md.
+"""Where the commit happens: one `Transaction` per transaction of one input topic-partition (named for
+what it is, not Spark's checkpointLocation nor a store's `.checkpoint` file). Its steps are 7a-7e of
+docs/protocol.md.
 
-`Checkpoint.commit()`, exactly_once:
+`Transaction.commit()`, exactly_once:
     7a. Produce the state stores' open writes to their changelog topics, inside the transaction.
     7b. Flush the producer and check every delivery report. A failed output raises, naming its input
        record; the caller aborts the transaction.
@@ -11,7 +12,7 @@ are 7a-7e of docs/protocol.md.
     7e. Apply the state writes to the local stores with the changelog offset they reach, and write
        each store's checkpoint file.
 
-`Checkpoint.commit()`, at_least_once (idempotent producer, no transaction):
+`Transaction.commit()`, at_least_once (idempotent producer, no transaction):
     7a. Produce the state stores' open writes to their changelog topics.
     7b. Flush the producer and check every delivery report.
     7c. (nothing: there is no transaction to carry the offset)
@@ -30,10 +31,11 @@ from eos import _crash
 from eos._core._scope import PartitionScope
 from eos._kafka import _offsets
 from eos._kafka._producer import OutputProducer
+from eos.errors import TransactionTimeoutError
 from eos.state._partition import PartitionState
 
 
-class Checkpoint:
+class Transaction:
     """One transaction of one input topic-partition (exactly_once), or one offset commit (at_least_once)."""
 
     def __init__(
@@ -81,10 +83,10 @@ class Checkpoint:
         next_offset = self.last_offset + 1
         # 7a. State writes to the changelogs.
         if self.state is not None:
-            self.state.produce_changelog(self.producer)
+            self.state.produce_changelog(self.producer.records)
         _crash.abort_point("before_commit")
         # 7b. Flush and check every delivery report.
-        self.producer.flush_and_check(self.scope.topic, self.scope.partition)
+        self.producer.records.flush_and_check(self.scope.topic, self.scope.partition)
         _crash.point("after_produce")  # F2
         if self.config.exactly_once:
             # 7c. The input offset joins the transaction.
@@ -104,7 +106,7 @@ class Checkpoint:
         _crash.point("after_commit")  # F4
         # 7e. Local stores and checkpoint files.
         if self.state is not None:
-            self.state.on_commit(self.producer)
+            self.state.on_commit(self.producer.records)
         return time.monotonic() - t0
 
     def _stamp(self) -> str:
@@ -113,3 +115,23 @@ class Checkpoint:
     def abort(self) -> None:
         if self.config.exactly_once and self.producer.in_transaction:
             self.producer.abort_transaction(self.log)
+
+    def outlived(self, exc: Exception) -> TransactionTimeoutError | None:
+        """8e: the error to raise instead of `exc` where this transaction was open longer than
+        transaction.timeout.ms: the broker aborted it and fenced its producer, so the attempt is not a
+        zombie, and redoing it as slowly would fail again."""
+        if isinstance(exc, TransactionTimeoutError):
+            return None
+        seconds = self.age()
+        if seconds * 1000 < self.config.transaction_timeout_ms:
+            return None
+        self.log.error("transaction outlived transaction.timeout.ms", seconds=round(seconds, 1))
+        return TransactionTimeoutError(
+            f"the transaction of input partition {self.scope.topic}/{self.scope.partition} was open for"
+            f" {seconds:.1f}s, longer than transaction_timeout_ms ({self.config.transaction_timeout_ms}), and"
+            f" the broker aborted it ({exc}). Make process faster, commit more often (commit_every,"
+            " commit_interval_ms, commit_max_bytes) or raise transaction_timeout_ms (at most the"
+            " broker's transaction.max.timeout.ms). (A task stopped that long, by a GC pause or a"
+            " suspended host, ends the same way; Spark's retry redoes it.)",
+            kafka_error=getattr(exc, "kafka_error", None),
+        )

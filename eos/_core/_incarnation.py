@@ -1,0 +1,126 @@
+"""Steps 1-4 of docs/protocol.md for one input topic-partition: a producer that has fenced every older
+incarnation (the worker's kept one, or a fresh one), the committed input offset, and the state recovered
+to it. Run at task start and again whenever a kept producer turns out displaced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eos._core import _input
+from eos._core._job import Job
+from eos._core._scope import PartitionScope
+from eos._core._stats import PartitionStats
+from eos._core._transaction import Transaction
+from eos._kafka import _offsets, _pool, _producer
+from eos.errors import OffsetsUnstableError
+from eos.state import State
+from eos.state._partition import PartitionState
+
+DISPLACED = "kept producer was fenced by a newer incarnation; starting a fresh one"
+
+
+class Incarnation:
+    """The producer, committed offset and state a partition task writes with (Kafka Streams' task
+    initialization); `start` again replaces them all."""
+
+    def __init__(self, job: Job, scope: PartitionScope, stats: PartitionStats) -> None:
+        self.job = job
+        self.scope = scope
+        self.config = job.config
+        self.stats = stats
+        self.log = scope.log
+        self.producer: _producer.OutputProducer | None = None
+        self.reused = False
+        #: the committed offset a kept producer has yet to prove itself current with (step 2)
+        self.unchecked: _offsets.Committed | None = None
+        self.committed: int | None = None
+        self.state: PartitionState | None = None
+        self.view: Any = State({})
+
+    def start(self, reuse: bool) -> None:
+        """Steps 1-4 with the worker's kept producer (`reuse`) or a fresh one."""
+        tid = self.scope.transactional_id
+        if reuse:
+            self.producer, self.reused = _pool.acquire(self.config, tid)
+        else:
+            self.producer, self.reused = _producer.OutputProducer(self.config, tid), False
+        if self.config.exactly_once and not self.producer.initialized:
+            self.producer.init_transactions(self.log, known_topic=self.scope.topic)  # step 2
+        tp = (self.scope.topic, self.scope.partition)
+        kept = self.reused and self.config.exactly_once
+        try:
+            entries = _offsets.committed_entries(self.config, [tp], self.log, wait=not kept)  # step 3
+        except OffsetsUnstableError:
+            # Step 2 for a kept producer: it was initialised in an earlier task and cannot end another
+            # incarnation's open transaction (a worker killed between its offsets and its commit holds
+            # the offset until transaction.timeout.ms). A fresh producer's init_transactions does.
+            self.replace_kept(
+                "an open transaction holds the committed offset: fencing it with a fresh producer"
+            )
+            return
+        self.committed = _offsets.check_stamps(self.config, entries).get(tp)
+        if self.job.check_input:
+            _input.require_unshared(self.scope, entries.get(tp))
+        # Step 2 for a kept producer, done by the first transaction (`begin`): not before the task's
+        # own checks, which may fail it, and a producer thrown away with a transaction open on the
+        # partition's offset would hold every stable read of it until transaction_timeout_ms.
+        self.unchecked = entries.get(tp) if kept else None
+        self.stats.committed_before = self.committed
+        if self.job.functions.stores:  # step 4
+            if self.state is None:
+                self.state = PartitionState(self.scope, self.job.functions.stores)
+                self.state.open(self.committed)
+                self.view = self.state.view
+            else:
+                self.state.reopen(self.committed)
+            self.stats.restored = self.state.restored
+
+    def replace_kept(self, why: str, exc: Exception | None = None) -> None:
+        """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
+        self.log.info(why, **({} if exc is None else {"error": str(exc)}))
+        _pool.discard(self.producer)
+        self.producer = None
+        self.stats.producers_replaced += 1
+        self.start(reuse=False)
+
+    def begin(self) -> Transaction:
+        """A new transaction; a kept producer's first one begins with step 2's check (`_check_current`)."""
+        if self.unchecked is not None:
+            entry, self.unchecked = self.unchecked, None
+            self._check_current(entry)
+        return Transaction(self.scope, self.producer, self.state)
+
+    def _check_current(self, entry: _offsets.Committed) -> None:
+        """Step 2 for a kept producer: it fenced every older incarnation when it was initialised, unless
+        a producer of another worker was initialised for this partition since (Spark hands a partition's
+        next task to whichever worker is free). It learns that only from a call to the transaction
+        coordinator, so its first transaction begins by sending the committed offset into it unchanged
+        (step 7c replaces it in the same transaction): a displaced producer is refused there (FencedError,
+        8d), not after producing the rows."""
+        self.producer.begin_transaction(self.log)
+        offset = (self.scope.topic, self.scope.partition, entry.offset, entry.metadata)
+        self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
+
+    def rolled_back(self) -> None:
+        """After an abort: the state's open writes must not survive."""
+        if self.state is not None:
+            self.state.reopen(self.committed)
+
+    def release(self) -> None:
+        """The task is done: the state closed, the producer handed back to the worker's pool."""
+        self.close_state()
+        _pool.release(self.producer)
+        self.producer = None
+
+    def discard(self) -> None:
+        """After an error: the producer is thrown away (its transaction dies with it), the state closed."""
+        if self.producer is not None:
+            _pool.discard(self.producer)
+            self.producer = None
+        self.close_state()
+
+    def close_state(self) -> None:
+        if self.state is not None:
+            self.stats.restored = self.state.restored
+            self.state.close()
+            self.state = None

@@ -1,0 +1,156 @@
+"""Step 6 of docs/protocol.md: a chunk of one input partition's rows written into the open transaction,
+in the style the job's functions call for — pass-through columns in bulk, `process_batch(batch, state)`
+on the chunk, `process(row, state)` on row views — and the dead letters of records found bad (8b).
+
+Rows stay Arrow: a chunk is at most one Arrow batch, and never more than the open transaction may still
+take."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from eos._core import _arrow, _rows
+from eos._core._deadletter import DeadLetters
+from eos._core._incarnation import Incarnation
+from eos._core._job import Job
+from eos._core._scope import PartitionScope
+from eos._core._transaction import Transaction
+from eos._kafka import _schemas
+from eos.errors import OutputTypeError, ProcessError, RecordError
+from eos.records import Outputs, outputs_of
+
+
+class Writer:
+    """The outputs of one input partition's rows, produced through the incarnation's producer."""
+
+    def __init__(self, job: Job, scope: PartitionScope, incarnation: Incarnation) -> None:
+        self.job = job
+        self.config = job.config
+        self.layout = job.layout
+        self.functions = job.functions
+        self.topic = scope.topic
+        self.partition = scope.partition
+        self.log = scope.log
+        self.incarnation = incarnation
+        #: on_error="dead_letter": the bad records found so far, written as dead letters from then on
+        self.dead = DeadLetters.of(job.config, scope.topic, scope.partition, job.batch_id)
+        #: call process_batch one row at a time (it raised over several rows; until the next commit)
+        self.one_by_one = False
+        #: value_serializer / key_serializer: the worker's Schema Registry serializers
+        self.serializers = _schemas.Serializers.of(job.config)
+
+    def write(self, chunk: pa.RecordBatch, transaction: Transaction, may_stop: bool) -> int:
+        """Produce the outputs of `chunk` into `transaction`; returns the rows written (fewer than all
+        only where `process` made the transaction due mid-chunk and `may_stop`)."""
+        if self.functions.process is not None:
+            return self._write_rows(chunk, transaction, may_stop)
+        last = _arrow.last_offset(chunk, self.layout)
+        rows, dead = self.dead.split(chunk, self.layout) if self.dead is not None else (chunk, None)
+        step = 1 if self.one_by_one else max(rows.num_rows, 1)
+        produced = sum(self._write_outputs(rows.slice(at, step)) for at in range(0, rows.num_rows, step))
+        letters = self._write_dead(dead) if dead is not None else 0
+        transaction.mark(last, chunk.num_rows, produced, letters)
+        return chunk.num_rows
+
+    def dead_letter(self, exc: RecordError) -> bool:
+        """8b with on_error="dead_letter": whether the transaction is to be written again with `exc`'s
+        record as a dead letter (or, where process_batch raised over several rows, one row at a time to
+        find it). Raises past max_dead_letters_per_batch."""
+        if self.dead is None or not exc.poison:
+            return False
+        through = getattr(exc, "through", None)
+        if through is not None and through != exc.offset and self.functions.process_batch is not None:
+            self.one_by_one = True
+            self.log.warning("process_batch raised: calling it one row at a time", error=str(exc))
+            return True
+        self.dead.add(exc)
+        self.log.warning("dead-lettering record", offset=exc.offset, error=exc.reason)
+        return True
+
+    def _write_outputs(self, rows: pa.RecordBatch) -> int:
+        """The outputs of pass-through rows or of one process_batch call over them; how many."""
+        if self.functions.process_batch is not None:
+            outputs = self._call_process_batch(rows, _arrow.last_offset(rows, self.layout))
+        else:
+            outputs = _arrow.passthrough(rows, self.layout, self.config.output_topic)
+        if self.serializers is not None:
+            outputs = self.serializers.outputs(outputs, self.topic, self.partition)
+        return self.incarnation.producer.records.produce_outputs(outputs, self.topic, self.partition)
+
+    def _write_dead(self, rows: pa.RecordBatch) -> int:
+        """The dead letters of `rows` (every one a dead record), into the open transaction; how many."""
+        passthrough = not self.functions.any
+        records = self.incarnation.producer.records
+        offsets = rows.column(self.layout.offset).to_pylist()
+        for i, offset in enumerate(offsets):
+            letter = self.dead.letter(rows.slice(i, 1), offset, passthrough)
+            records.produce(letter, self.config.dead_letter_topic, self.topic, self.partition, offset)
+        return len(offsets)
+
+    def _call_process_batch(self, chunk: pa.RecordBatch, last: int) -> Outputs:
+        first = _arrow.first_offset(chunk, self.layout)
+        state = self.incarnation.state
+        if state is not None:
+            state.set_input_offset(last)
+        try:
+            result = self.functions.process_batch(chunk, self.incarnation.view)
+        except Exception as exc:  # noqa: BLE001 - any user error aborts and names the records
+            caller = f"process_batch over input offsets {first}-{last}" if last != first else "process_batch"
+            raise self._process_error(caller, exc, first, through=last) from exc
+        return _arrow.batch_outputs(
+            result,
+            default_topic=self.config.output_topic,
+            topic=self.topic,
+            partition=self.partition,
+            first=first,
+            last=last,
+            serialized=_schemas.serialized_fields(self.config),
+        )
+
+    def _process_error(
+        self, caller: str | None, exc: Exception, offset: int, through: int | None = None
+    ) -> ProcessError:
+        """8b: the user's function raised (`caller`), or returned an output Kafka cannot carry (None)."""
+        message = str(exc) if caller is None else f"{caller} raised {type(exc).__name__}: {exc}"
+        return ProcessError(
+            message, topic=self.topic, partition=self.partition, offset=offset, through=through
+        )
+
+    def _write_rows(self, chunk: pa.RecordBatch, transaction: Transaction, may_stop: bool) -> int:
+        """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
+        process, view = self.functions.process, self.incarnation.view
+        records, state = self.incarnation.producer.records, self.incarnation.state
+        serializers, layout = self.serializers, self.layout
+        offsets = chunk.column(layout.offset).to_pylist()
+        row_topics = chunk.column(layout.out_topic).to_pylist() if layout.out_topic else None
+        row_partitions = chunk.column(layout.out_partition).to_pylist() if layout.out_partition else None
+        default_topic = self.config.output_topic
+        dead = self.dead.found if self.dead is not None else {}
+        for i, row in enumerate(_rows.rows(chunk, self.functions.struct)):
+            offset = offsets[i]
+            if offset in dead:
+                transaction.mark(offset, 1, 0, self._write_dead(chunk.slice(i, 1)))
+                if may_stop and transaction.due():
+                    return i + 1
+                continue
+            if state is not None:
+                state.set_input_offset(offset)
+            try:
+                outs = list(outputs_of(process(row, view)))
+            except OutputTypeError as exc:
+                raise self._process_error(None, exc, offset) from exc
+            except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
+                raise self._process_error("process", exc, offset) from exc
+            # An output without its own topic / partition takes the row's column, else the config's topic.
+            row_topic = row_topics[i] if row_topics is not None else default_topic
+            row_partition = row_partitions[i] if row_partitions is not None else None
+            for out in outs:
+                if out.partition is None and row_partition is not None:
+                    out.partition = row_partition
+                if serializers is not None:
+                    serializers.record(out, out.topic or row_topic, self.topic, self.partition, offset)
+                records.produce(out, out.topic or row_topic, self.topic, self.partition, offset)
+            transaction.mark(offset, 1, len(outs))
+            if may_stop and transaction.due():
+                return i + 1
+        return chunk.num_rows

@@ -1,0 +1,313 @@
+"""What a producer sent and what became of it (Kafka Streams' RecordCollector): output records handed
+to librdkafka per record, in bulk, or as whole Arrow columns; the delivery reports; and the check at a
+commit (step 7b) that every one was delivered, naming the input record of the first that was not.
+
+Outputs are produced without tracking which input record each came from, which would cost a Python
+object per message (`make bench`: docs/design.md, "Delivery reports"). exactly_once passes no delivery
+callback at all: librdkafka fails `commit_transaction()` with an abortable error when any message of the
+transaction was not delivered. at_least_once has no transaction to fail, so one shared callback records
+whether something failed (`DeliveryFailedError` at the flush). Either way the task aborts and redoes the
+transaction with `exact` set, where every output carries its input offset and a refusal names the
+record. Changelog records (`track`) always carry theirs, and their delivered offsets are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from itertools import repeat
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from eos._kafka import _rdkafka, _topics, _translate
+from eos._kafka._translate import Delivery, classify_delivery, kafka_error_of
+from eos.config import Config
+from eos.errors import (
+    DeliveryFailedError,
+    EosError,
+    FencedError,
+    OutputTypeError,
+    ProduceError,
+    TransactionAbortableError,
+)
+from eos.records import Output, Outputs, to_bytes, to_headers
+
+_FULL_QUEUE_WAIT_S = 0.05
+_POLL_EVERY = 1000
+#: at most this many input records are kept as the suspects of one refusal
+_MAX_CANDIDATES = 10_000
+
+
+class RecordCollector:
+    """The sending side of one producer (`OutputProducer.records`), kept with it between tasks."""
+
+    def __init__(
+        self,
+        client: Producer,
+        config: Config,
+        transactional_id: str | None,
+        fatal: Callable[[], KafkaError | None],
+    ) -> None:
+        self.config = config
+        self._producer = client
+        #: the error that made the producer unusable, as its error_cb received it
+        self._fatal = fatal
+        self._timeout_s = config.operation_timeout_ms / 1000
+        #: the first failed delivery since the last check: (error, output topic, input offset or None)
+        self._failure: tuple[KafkaError, str, int | None] | None = None
+        self._failed_offsets: set[int] = set()
+        self._known_topics: set[str] = set()
+        self._sent = 0
+        #: highest delivered offset per tracked (topic, partition): where a changelog now ends
+        self.delivered_offsets: dict[tuple[str, int], int] = {}
+        #: name each output's input record (in a redo, until the next commit)
+        self.exact = False
+        #: the delivery callback of untracked outputs: none where a failure fails the transaction
+        self._fast_callback = None if transactional_id is not None else self._on_report
+        #: hands whole Arrow columns to librdkafka (transactional producers only: see _rdkafka.py)
+        self._arrow = (
+            _rdkafka.ArrowProducer.of(client)
+            if config.arrow_produce and transactional_id is not None
+            else None
+        )
+
+    def produce(
+        self, out: Output, topic: str, in_topic: str, in_partition: int, in_offset: int, track: bool = False
+    ) -> None:
+        """One output record of the input record at `in_offset` (`process` outputs, changelog records).
+        `track`: keep its delivered offset (changelogs)."""
+        try:
+            value = to_bytes("value", out.value)
+            key = to_bytes("key", out.key)
+            headers = to_headers(out.headers)
+        except OutputTypeError as exc:
+            raise ProduceError(
+                str(exc), topic=in_topic, partition=in_partition, offset=in_offset, poison=True
+            ) from exc
+        if topic not in self._known_topics:
+            self._check_topic(topic, in_topic, in_partition, in_offset)
+        if track:
+            callback = partial(self._on_tracked_report, in_offset)
+        elif self.exact:
+            callback = partial(self._on_exact_report, in_offset)
+        else:
+            callback = self._fast_callback
+        partition = -1 if out.partition is None else out.partition
+        self._send(topic, value, key, partition, callback, headers, in_topic, in_partition, None, in_offset)
+        self._sent += 1
+        if self._sent % _POLL_EVERY == 0:
+            self.serve(f"producing to {topic!r}", 0)
+
+    def produce_outputs(self, outputs: Outputs, in_topic: str, in_partition: int) -> int:
+        """Every record of `outputs`, in order; returns how many. The hot loop of pass-through batches."""
+        n = len(outputs)
+        if n == 0:
+            return 0
+        topic = outputs.topic
+        per_record_topic = isinstance(topic, list)
+        for i, name in self._new_topics(outputs):
+            self._check_topic(name, in_topic, in_partition, outputs.offset_of(i), outputs.origin(i))
+        values, keys = outputs.values, outputs.keys
+        plain = not (self.exact or per_record_topic or outputs.partitions or outputs.headers)
+        if (
+            plain
+            and self._arrow is not None
+            and _rdkafka.fits(values)
+            and (keys is None or _rdkafka.fits(keys))
+        ):
+            self._produce_arrow(outputs, in_topic, in_partition)
+            return n
+        values, keys = _listed(values), _listed(keys)
+        if plain:
+            # One topic, the partitioner, no headers: the tightest loop (positional arguments only).
+            produce = self._producer.produce
+            callback = self._fast_callback
+            keys = keys if keys is not None else repeat(None)
+            for i, value, key in zip(range(n), values, keys, strict=False):  # keys may be repeat(None)
+                try:
+                    produce(topic, value, key, -1, callback)
+                except BufferError:
+                    self._send(topic, value, key, -1, callback, None, in_topic, in_partition, outputs, i)
+                except KafkaException as exc:
+                    raise self._refused(
+                        exc, topic, in_topic, in_partition, outputs.offset_of(i), outputs.origin(i)
+                    ) from exc
+        else:
+            topics = topic if per_record_topic else repeat(topic)
+            parts = outputs.partitions if outputs.partitions is not None else repeat(None)
+            heads = outputs.headers if outputs.headers is not None else repeat(None)
+            keys = keys if keys is not None else repeat(None)
+            default = self.config.output_topic
+            for i, t, value, key, p, h in zip(range(n), topics, values, keys, parts, heads, strict=False):
+                t = t if t is not None else default
+                p = -1 if p is None else p
+                callback = (
+                    partial(self._on_exact_report, outputs.offset_of(i))
+                    if self.exact
+                    else self._fast_callback
+                )
+                self._send(t, value, key, p, callback, h, in_topic, in_partition, outputs, i)
+        # Serve the delivery reports so far (failures surface at the flush).
+        self.serve(f"producing outputs of {in_topic}/{in_partition}", 0)
+        return n
+
+    def _produce_arrow(self, outputs: Outputs, in_topic: str, in_partition: int) -> None:
+        """The plain case's columns in chunks through librdkafka's batch call, serving delivery reports
+        between chunks and while the queue is full; a record refused at once fails as in the loop."""
+        topic, n, at = outputs.topic, len(outputs), 0
+        what = f"producing outputs of {in_topic}/{in_partition}"
+        while at < n:
+            stop = min(n, at + _rdkafka.CHUNK)
+            enqueued, err = self._arrow.produce(topic, outputs.values, outputs.keys, at, stop)
+            at += enqueued
+            if err is not None:
+                raise self._refused(
+                    KafkaException(err),
+                    topic,
+                    in_topic,
+                    in_partition,
+                    outputs.offset_of(at),
+                    outputs.origin(at),
+                )
+            self.serve(what, 0 if at == stop else _FULL_QUEUE_WAIT_S)
+
+    def _new_topics(self, outputs: Outputs) -> list[tuple[int, str]]:
+        """(first record index, topic) of each output topic not checked yet."""
+        if not isinstance(outputs.topic, list):
+            return [] if outputs.topic in self._known_topics else [(0, outputs.topic)]
+        seen: dict[str, int] = {}
+        for i, t in enumerate(outputs.topic):
+            t = t if t is not None else self.config.output_topic
+            if t not in self._known_topics and t not in seen:
+                seen[t] = i
+        return [(i, t) for t, i in seen.items()]
+
+    def _send(
+        self, topic, value, key, partition, callback, headers, in_topic, in_partition, outputs, at
+    ) -> None:
+        """produce() one record, serving delivery reports while the queue is full. `at` is the record's
+        index in `outputs`, or its input offset where `outputs` is None."""
+        while True:
+            try:
+                self._producer.produce(topic, value, key, partition, callback, None, 0, headers)
+                return
+            except BufferError:
+                self.serve(f"producing to {topic!r}", _FULL_QUEUE_WAIT_S)
+            except KafkaException as exc:
+                offset, origin = (at, "") if outputs is None else (outputs.offset_of(at), outputs.origin(at))
+                raise self._refused(exc, topic, in_topic, in_partition, offset, origin) from exc
+
+    def _refused(
+        self, exc: KafkaException, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str
+    ) -> Exception:
+        """The EosError for a record produce() refused at once (before any delivery)."""
+        err = kafka_error_of(exc)
+        if err is not None and err.code() == KafkaError._FATAL:
+            # produce() names only "an earlier fatal error"; poll() raises it, or error_cb received it.
+            try:
+                self.serve(f"producing to {topic!r}", 0)
+            except EosError as cause:
+                return cause
+            fatal = self._fatal()
+            if fatal is not None:
+                return _translate.translate_error(fatal, f"producing to {topic!r}")
+        if err is not None and classify_delivery(err) is Delivery.PERMANENT:
+            return ProduceError(
+                f"output to {topic!r} refused: {err.str()}{origin}",
+                topic=in_topic,
+                partition=in_partition,
+                offset=in_offset,
+                poison=_translate.is_poison(err),
+                kafka_error=err,
+            )
+        return _translate.translate(exc, f"producing to {topic!r}")
+
+    def _check_topic(
+        self, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str = ""
+    ) -> None:
+        """Fail at once on a missing or unwritable output topic instead of after message.timeout.ms."""
+        if topic is None:
+            reason = "output record has no topic and no output_topic is configured"
+        else:
+            reason = _topics.unwritable(self.config, topic)
+        if reason is not None:
+            raise ProduceError(reason + origin, topic=in_topic, partition=in_partition, offset=in_offset)
+        self._known_topics.add(topic)
+
+    def serve(self, what: str, timeout: float, flush: bool = False) -> int:
+        """poll() / flush(): they raise a fatal error (a fenced producer, say) as KafkaException."""
+        with _translate.translating(what):
+            return self._producer.flush(timeout) if flush else self._producer.poll(timeout)
+
+    def _on_report(self, err: KafkaError | None, msg) -> None:
+        if err is not None and self._failure is None:
+            self._failure = (err, msg.topic(), None)
+
+    def _on_exact_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
+        if err is not None:
+            self._failed(err, msg, in_offset)
+
+    def _on_tracked_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
+        if err is not None:
+            self._failed(err, msg, in_offset)
+            return
+        key = (msg.topic(), msg.partition())
+        if msg.offset() > self.delivered_offsets.get(key, -1):
+            self.delivered_offsets[key] = msg.offset()
+
+    def _failed(self, err: KafkaError, msg, in_offset: int) -> None:
+        """Keep the first failure, and the input offsets whose outputs failed with the same error: a
+        broker refuses a whole record batch for one record too large, so the first report may name a
+        record that was only in its company."""
+        if self._failure is None:
+            self._failure = (err, msg.topic(), in_offset)
+        if err.code() == self._failure[0].code() and len(self._failed_offsets) < _MAX_CANDIDATES:
+            self._failed_offsets.add(in_offset)
+
+    def flush_and_check(self, in_topic: str, in_partition: int) -> None:
+        """Wait for every delivery report; raise for the first failed one, naming its input record when
+        it is known (else DeliveryFailedError: redo with `exact` to find it). A refusal that hit the
+        outputs of several input records names the first and lists them all (`ProduceError.candidates`)."""
+        remaining = self.serve(f"flushing outputs of {in_topic}/{in_partition}", self._timeout_s, flush=True)
+        failure, self._failure = self._failure, None
+        candidates, self._failed_offsets = tuple(sorted(self._failed_offsets)), set()
+        if failure is not None:
+            err, out_topic, in_offset = failure
+            verdict = classify_delivery(err)
+            if verdict is Delivery.FENCED:
+                raise FencedError(f"delivery to {out_topic!r}: {err.str()}", kafka_error=err)
+            if in_offset is None:
+                raise DeliveryFailedError(
+                    f"delivery to {out_topic!r} failed: {err.str()} (redo one by one to name the record)",
+                    kafka_error=err,
+                )
+            if verdict is Delivery.PERMANENT:
+                raise ProduceError(
+                    f"output to {out_topic!r} refused: {err.str()}",
+                    topic=in_topic,
+                    partition=in_partition,
+                    offset=candidates[0] if candidates else in_offset,
+                    candidates=candidates,
+                    poison=_translate.is_poison(err),
+                    kafka_error=err,
+                )
+            raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
+        if remaining:
+            raise TransactionAbortableError(
+                f"{remaining} output records undelivered after {self._timeout_s:g}s"
+            )
+
+    def forget(self) -> None:
+        """Drop every failure seen: they belonged to a transaction that was aborted."""
+        self._failure = None
+        self._failed_offsets = set()
+
+    def close(self) -> None:
+        self._producer = None
+        self._arrow = None
+
+
+def _listed(column):
+    """An output column as the Python values the produce() loop takes."""
+    return column.to_pylist() if isinstance(column, pa.Array | pa.ChunkedArray) else column

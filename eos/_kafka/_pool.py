@@ -1,0 +1,73 @@
+"""The producers a Python worker keeps between tasks: `init_transactions()` costs a coordinator round
+trip and fences every older incarnation, so a producer is kept across batches in the same worker. A kept
+producer may have been fenced meanwhile by another worker that took the same partition; the task
+notices at its first transactional call and starts again with a fresh one (`eos/_core/_incarnation.py`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from eos._kafka._clients import producer_settings
+from eos._kafka._producer import OutputProducer
+from eos.config import Config
+
+_lock = threading.Lock()
+_cache: dict[tuple, OutputProducer] = {}
+
+
+def _cache_key(config: Config, transactional_id: str | None) -> tuple:
+    settings = producer_settings(config, transactional_id)
+    return tuple(sorted((k, str(v)) for k, v in settings.items())) + (config.operation_timeout_ms,)
+
+
+def acquire(config: Config, transactional_id: str | None) -> tuple[OutputProducer, bool]:
+    """The worker's producer for this transactional.id and whether it was kept from an earlier task."""
+    key = _cache_key(config, transactional_id)
+    with _lock:
+        producer = _cache.pop(key, None)
+    if producer is not None:
+        return producer, True
+    return OutputProducer(config, transactional_id), False
+
+
+def release(producer: OutputProducer) -> None:
+    """Keep a healthy producer (no open transaction) for the next task in this worker; beyond
+    `max_producers_per_worker` producers, close the least recently used (each holds a librdkafka instance:
+    threads, connections and buffers; one per input partition ever seen would grow without bound)."""
+    if producer.in_transaction:
+        discard(producer)
+        return
+    key = _cache_key(producer.config, producer.transactional_id)
+    with _lock:
+        closing = [_cache.pop(key, None)]
+        _cache[key] = producer  # a dict keeps insertion order: the most recently used is last
+        while len(_cache) > producer.config.max_producers_per_worker:
+            closing.append(_cache.pop(next(iter(_cache))))
+    for old in closing:
+        if old is not None and old is not producer:
+            discard(old)
+
+
+def cached() -> int:
+    """How many producers this worker keeps."""
+    with _lock:
+        return len(_cache)
+
+
+def discard(producer: OutputProducer) -> None:
+    try:
+        producer.close()
+    except Exception:  # noqa: BLE001 - a broken producer is being thrown away anyway
+        pass
+
+
+@atexit.register
+def clear() -> None:
+    """Close every kept producer (at exit, and `eos._core._worker.reset`)."""
+    with _lock:
+        producers = list(_cache.values())
+        _cache.clear()
+    for producer in producers:
+        discard(producer)
