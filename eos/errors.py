@@ -128,18 +128,12 @@ class ProcessError(RecordError):
     poison = True
 
     def __init__(
-        self,
-        message: str,
-        *,
-        topic: str,
-        partition: int,
-        offset: int,
-        through: int | None = None,
-        poison: bool = True,
+        self, message: str, *, through: int | None = None, poison: bool = True, **where: Any
     ) -> None:
+        """`where`: RecordError's topic, partition and offset."""
         self.through = through
         self.poison = poison
-        super().__init__(message, topic=topic, partition=partition, offset=offset)
+        super().__init__(message, **where)
 
 
 class ProduceError(RecordError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,23 +62,20 @@ class DeadLetters:
     def add(self, exc: RecordError) -> None:
         """`exc`'s record is dead from now on; raises past the bound, or where its dead letter was refused."""
         if exc.offset in self.found:
-            raise ProduceError(
-                f"the dead letter of this record was refused too ({exc.reason}); its error was:"
-                f" {self.found[exc.offset].reason}",
-                topic=self.topic,
-                partition=self.partition,
-                offset=exc.offset,
-            ) from exc
+            reason = f"the dead letter of this record was refused too ({exc.reason}); its error was:"
+            raise ProduceError(f"{reason} {self.found[exc.offset].reason}", **self._where(exc)) from exc
         if len(self.found) >= self.config.max_dead_letters_per_batch:
             raise TooManyDeadLettersError(
                 f"{len(self.found) + 1} bad records in batch {self.batch_id} of input partition"
                 f" {self.topic}/{self.partition}, more than max_dead_letters_per_batch"
                 f" ({self.config.max_dead_letters_per_batch}); the last: {exc.reason}",
-                topic=self.topic,
-                partition=self.partition,
-                offset=exc.offset,
+                **self._where(exc),
             ) from exc
         self.found[exc.offset] = exc
+
+    def _where(self, exc: RecordError) -> dict[str, Any]:
+        """The input record an error of `exc`'s record names."""
+        return {"topic": self.topic, "partition": self.partition, "offset": exc.offset}
 
     def split(self, rows: pa.RecordBatch, layout: Layout) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
         """`rows` without the dead ones, and the dead ones (None if there are none)."""

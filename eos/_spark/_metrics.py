@@ -22,18 +22,18 @@ _lock = threading.Lock()
 _families: dict[str, Any] = {}
 _served: dict[int, Any] = {}
 
-#: per-partition counters: (name, BatchSummary per_partition key, help)
-_COUNTERS = (
-    ("eos_records_in", "records_in", "input records the sink received"),
-    ("eos_records_out", "records_out", "output records committed"),
-    ("eos_records_skipped", "skipped", "input records skipped as already committed (a re-run batch)"),
-    ("eos_dead_letters", "dead_letters", "bad records committed to the dead-letter topic"),
-    ("eos_transactions", "transactions", "transactions committed (at_least_once: offset commits)"),
-    ("eos_transactions_aborted", "aborted", "transactions aborted"),
-    ("eos_redos", "redos", "transactions written again after an abort"),
-    ("eos_restored_records", "restored", "state records restored from changelogs"),
-    ("eos_commit_seconds", "commit_seconds_total", "seconds spent committing transactions"),
-)
+#: per-partition counters: name -> (BatchSummary per_partition key, help)
+_COUNTERS = {
+    "eos_records_in": ("records_in", "input records the sink received"),
+    "eos_records_out": ("records_out", "output records committed"),
+    "eos_records_skipped": ("skipped", "input records skipped as already committed (a re-run batch)"),
+    "eos_dead_letters": ("dead_letters", "bad records committed to the dead-letter topic"),
+    "eos_transactions": ("transactions", "transactions committed (at_least_once: offset commits)"),
+    "eos_transactions_aborted": ("aborted", "transactions aborted"),
+    "eos_redos": ("redos", "transactions written again after an abort"),
+    "eos_restored_records": ("restored", "state records restored from changelogs"),
+    "eos_commit_seconds": ("commit_seconds_total", "seconds spent committing transactions"),
+}
 
 
 def _client():
@@ -53,7 +53,7 @@ def enable(config: Config) -> None:
     with _lock:
         if not _families:
             labels = ("app_id", "topic", "partition")
-            for name, _, text in _COUNTERS:
+            for name, (_, text) in _COUNTERS.items():
                 _families[name] = client.Counter(name, text, labels)
             _families["eos_input_lag"] = client.Gauge(
                 "eos_input_lag_records",
@@ -80,7 +80,7 @@ def record(config: Config, summary, ends: Mapping[tuple[str, int], int]) -> None
     app = config.app_id
     for stats in summary.per_partition:
         labels = (app, stats["topic"], str(stats["partition"]))
-        for name, key, _ in _COUNTERS:
+        for name, (key, _) in _COUNTERS.items():
             value = stats[key]
             if value:
                 _families[name].labels(*labels).inc(value)
