@@ -7,5 +7,6 @@
 processes of `python -m bench.run_bench --child-...`), `_measure.py` worker RSS and py-spy profiles,
 `_commit_log.py` the eos rows' on_commit (which Spark's Python workers import), `_kafka.py` the topic
 chores, `_machine.py` what the report says of the machine, `_common.py` what they all share.
-`part_cost.py`, `dead_letter_cost.py` and `store_compare.py` are probes of their own.
+`part_cost.py`, `dead_letter_cost.py` and `store_compare.py` are probes of their own, and `probes/` holds
+one per figure the code's comments state (docs/design.md, "The figures behind the code's comments").
 """

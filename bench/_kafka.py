@@ -66,9 +66,10 @@ def count_committed(bootstrap: str, topic: str, timeout: float = 300) -> int:
 def wait_for_group_coordinators(bootstrap: str, topic: str, timeout: float = 120) -> None:
     """Commit an offset for a few groups until each succeeds: __consumer_offsets exists and is loaded.
 
-    Before that, an admin ListConsumerGroupOffsets (eos._kafka._offsets.committed) can get an OffsetFetch
-    error that librdkafka 2.12.1 handles by touching the consumer-group state an admin client does not have:
-    a segfault in rd_kafka_cgrp_op (seen here, right after a fresh broker started).
+    Before that, an admin ListConsumerGroupOffsets gets an OffsetFetch error that librdkafka handles by
+    touching the consumer-group state an admin client does not have: a segfault in rd_kafka_cgrp_op
+    (librdkafka issue 5040; docs/design.md, "Committed offsets on a fresh broker"). eos itself has read
+    committed offsets through a consumer of the group since; the wait was added when it did not.
     """
     deadline = time.monotonic() + timeout
     for i in range(8):

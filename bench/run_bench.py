@@ -120,7 +120,8 @@ def main() -> int:
     def stop() -> None:
         """The Spark sessions, the broker (in a session of its own: it would outlive this process), then
         whatever else still runs below this process: a Spark JVM still starting when a signal came has
-        no session to stop yet, and did not end when its stdin closed (seen here)."""
+        no session to stop yet, and did not end when its stdin closed (docs/design.md, "A Spark JVM left
+        behind by `make bench`")."""
         try:
             if bench is not None and bench.connect is not None:
                 bench.connect.stop()

@@ -184,11 +184,12 @@ class PartTask:
         """A2, A3: a producer that has fenced every other attempt at this part (a retry, a speculative
         copy, a zombie of a killed driver), and the part's progress read after that fence.
 
-        A fresh producer's init_transactions fences (~60 ms here). A producer this worker kept from an
-        earlier batch fenced the others when it was initialised, unless another worker initialised one
-        for the part since; it learns that only from a transactional call, so before any row is read it
-        begins the transaction and sends the part's committed offset unchanged into it (A5 then goes on in
-        that transaction, whose final offset replaces it). Fenced: a fresh producer after all."""
+        A fresh producer's init_transactions fences, at a cost (docs/design.md, "A fresh producer's
+        init_transactions"). A producer this worker kept from an earlier batch fenced the others when it
+        was initialised, unless another worker initialised one for the part since; it learns that only
+        from a transactional call, so before any row is read it begins the transaction and sends the
+        part's committed offset unchanged into it (A5 then goes on in that transaction, whose final offset
+        replaces it). Fenced: a fresh producer after all."""
         config = self.config
         if not config.exactly_once:
             self.producer, _ = _pool.acquire(config, None)

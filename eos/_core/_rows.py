@@ -1,12 +1,12 @@
 """The rows that `process(row, state)` receives: views of one row of an Arrow record batch.
 
-Spark used to hand eos pickled `Row`s, and unpickling them was half of every Python worker's time
-(`make bench` profile). A view reads the batch's columns instead, each converted to Python objects
-once per batch and only when `process` first touches it, so unused columns (a `timestamp` kept in
-the batch, say) cost nothing. Access is a Spark `Row`'s: `row.value`, `row["value"]`, `row[3]`,
-`row.asDict()`, iteration and `len`; values are what a `Row` would hold (binary as `bytes`,
-timestamps as naive local `datetime`s, structs as `Row`s: the Spark side hands in `pyspark.sql.Row` as
-`struct`, so that this module needs no Spark).
+Spark used to hand eos pickled `Row`s, and unpickling them was half of every Python worker's time (a
+`make bench` profile: docs/design.md, "How rows reach Python"). A view reads the batch's columns
+instead, each converted to Python objects once per batch and only when `process` first touches it, so
+unused columns (a `timestamp` kept in the batch, say) cost nothing. Access is a Spark `Row`'s:
+`row.value`, `row["value"]`, `row[3]`, `row.asDict()`, iteration and `len`; values are what a `Row`
+would hold (binary as `bytes`, timestamps as naive local `datetime`s, structs as `Row`s: the Spark side
+hands in `pyspark.sql.Row` as `struct`, so that this module needs no Spark).
 """
 
 from __future__ import annotations

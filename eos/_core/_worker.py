@@ -11,13 +11,13 @@ PySpark's own import caches: before every task, its worker calls `importlib.inva
 (`setup_spark_files` in `pyspark/worker_util.py`). Spark's workers import pyspark from `pyspark.zip`,
 and every zipimporter in `sys.path_importer_cache` then re-reads its whole archive directory, in pure
 Python: there is one for each package directory ever imported from the zip (`pyspark.zip/pyspark/sql`,
-...), each reading the same archive. Measured here: ~180 ms per task with 14 such importers, ~9 ms
-with only the zips on `sys.path`; `make bench` profiles showed it as the largest single cost of a worker.
+...), each reading the same archive. `make bench` profiles showed it as the largest single cost of a
+worker (docs/design.md, "PySpark's per-task import-cache reset").
 
-`trim_import_caches` drops every cached zipimporter, those of the archives on `sys.path` included
-(keeping those measured ~9 ms per task, 13 % of a worker's samples in an Arrow-path profile). Nothing
-is lost: modules already imported stay in `sys.modules`, and Python recreates an importer the next
-time something is imported from that archive or directory.
+`trim_import_caches` drops every cached zipimporter, those of the archives on `sys.path` included (those
+alone still showed in a worker's profile). Nothing is lost: modules already imported stay in
+`sys.modules`, and Python recreates an importer the next time something is imported from that archive or
+directory.
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # the store above this layer, handed in: the restore loop onl
 _RESTORE_BATCH = 10_000
 #: How long one consume() of a restore waits. librdkafka's consume returns when it has _RESTORE_BATCH
 #: messages or when this runs out, whichever comes first, even when all it has is the partition-end event
-#: the loop is waiting for: the usual roll-forward over one commit marker took the whole wait (0.5 s
-#: before: 500 ms of every stateful task's ~800 ms in `make bench`). A backlog fills the batch at once.
+#: the loop is waiting for: the usual roll-forward over one commit marker takes the whole wait (at 0.5 s,
+#: most of a stateful task: docs/design.md, "The restore's consume() wait"). A backlog fills the batch
+#: at once.
 _CONSUME_WAIT_S = 0.02
 _PROGRESS_EVERY_S = 2.0
 #: the broker's default delete.retention.ms, where a changelog's configs do not say

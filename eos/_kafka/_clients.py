@@ -58,10 +58,10 @@ def producer_settings(config: Config, transactional_id: str | None) -> dict[str,
         "partitioner": "murmur2_random",
         "linger.ms": 5,
         # librdkafka waits this long before it connects to a broker it learnt from the bootstrap's
-        # metadata, on the bootstrap's address: at its default (100 ms) a fresh producer's
-        # init_transactions took 55 ms here, at 10 ms 15-19 ms (a displaced kept producer is replaced
-        # by a fresh one, often once per batch). The backoff still doubles up to
-        # reconnect.backoff.max.ms for a broker that stays down.
+        # metadata, on the bootstrap's address: its default (100 ms) is most of a fresh producer's init,
+        # and a displaced kept producer is replaced by a fresh one often (docs/design.md, "A fresh
+        # producer's init_transactions"). The backoff still doubles up to reconnect.backoff.max.ms for a
+        # broker that stays down.
         "reconnect.backoff.ms": 10,
         **config.producer,
         "enable.idempotence": True,

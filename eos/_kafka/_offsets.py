@@ -134,9 +134,9 @@ def committed_entries(
 
     Asked through a consumer of the group, not the admin client: librdkafka's admin
     ListConsumerGroupOffsets dereferences the (absent) consumer group of an admin client when the
-    broker answers NOT_COORDINATOR, and the process dies of SIGSEGV (librdkafka issue 5040, still in
-    2.15; seen here on a fresh broker, whose group coordinator is still loading). A consumer's group
-    waits for its coordinator instead.
+    broker answers NOT_COORDINATOR, as a fresh broker does while its group coordinator loads, and the
+    process dies of SIGSEGV (librdkafka issue 5040; docs/design.md, "Committed offsets on a fresh
+    broker"). A consumer's group waits for its coordinator instead.
     """
     group = _names.input_group(config.app_id)
     request = [TopicPartition(t, p) for t, p in tps]

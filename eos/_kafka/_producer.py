@@ -46,8 +46,8 @@ class OutputProducer:
         """Fence older incarnations. `known_topic` (one that exists: the input topic) is looked up twice
         first: a fresh producer that starts looking for its transaction coordinator before it has a
         connection to a broker it learnt from metadata waits for librdkafka's 500 ms coordinator-query
-        timer. Measured here: init after one metadata request 2 ms or 504 ms (4 of 8 times 504), after
-        two 2-3 ms (8 of 8); without any, 54 or 504 ms."""
+        timer; after one request it often still does, after two it did not (docs/design.md, "A fresh
+        producer's init_transactions")."""
         if known_topic is not None:
             for _ in range(2):
                 try:
@@ -76,12 +76,11 @@ class OutputProducer:
         self.in_transaction = False
 
     def abort_transaction(self, log=None) -> None:
-        # What is still queued is delivered first: with librdkafka 2.12 and Kafka 4.1, an abort sent
-        # while the transaction's partitions are still being added to it fails with INVALID_TXN_STATE,
-        # a fatal error (librdkafka issue 4849): a fresh producer's second transaction, aborted at a
-        # record refused as too large, failed so in 3 of 4 runs of 20 tries without this flush, none
-        # with it (test_dead_letters.py). The records delivered here are dropped by the abort, as they
-        # would be had they been sent already.
+        # What is still queued is delivered first: an abort sent while the transaction's partitions are
+        # still being added to it fails with INVALID_TXN_STATE, a fatal error (librdkafka issue 4849),
+        # as a dead letter's abort right after a refused record did (docs/design.md, "An abort right
+        # after a refused record"). The records delivered here are dropped by the abort, as they would
+        # be had they been sent already.
         try:
             self.records.serve("delivering before an abort", self._timeout_s, flush=True)
         except EosError:
@@ -89,7 +88,8 @@ class OutputProducer:
         self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log)
         self.in_transaction = False
         # The abort purges what was still queued; those delivery reports (_PURGE_QUEUE) belong to the
-        # aborted transaction, not to the next one: serve them now, then forget every failure.
+        # aborted transaction, not to the next one: serve them now, then forget every failure
+        # (docs/design.md, "Finding a refused record").
         self.records.serve("serving the delivery reports of an aborted transaction", 0)
         self.records.forget()
 

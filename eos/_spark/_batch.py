@@ -123,12 +123,12 @@ def input_provenance(
 def task_slots(batch_df, provenance: Provenance) -> int | None:
     """D3: the number of tasks to run a batch in where it has more Spark partitions (one per input
     partition, unshuffled) than the cluster has cores, else None. Every Python task costs Spark a
-    worker hand-off and a result round trip (~45-110 ms here, between one task's end and the next's
-    start on the same worker), so a batch of 4 input partitions on 2 cores ran in two waves; coalesced,
-    each task writes its partitions one after another (each still one run, in offset order) in one
-    wave. Measured at 200,000 records per trigger: addBatch 722-748 -> 675-678 ms. The rows are then
-    checked against the range of the Spark partition they were read in (`spark_partition_id()` below
-    the coalesce)."""
+    worker hand-off and a result round trip, a gap between one task's end and the next one's start on
+    the same worker, so a batch of 4 input partitions on 2 cores ran in two waves; coalesced, each task
+    writes its partitions one after another (each still one run, in offset order) in one wave, and the
+    batch takes less time (docs/design.md, "One wave of tasks per batch"). The rows are then checked
+    against the range of the Spark partition they were read in (`spark_partition_id()` below the
+    coalesce)."""
     if provenance.partitions is None or provenance.read_in is not None:
         return None
     try:

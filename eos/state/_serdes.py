@@ -36,8 +36,8 @@ class StrSerde:
 
 class JsonSerde:
     """Compact JSON with sorted keys. Integers (a count, a sum) take a fast path: json.dumps and
-    json.loads cost ~2 us each per call, a third of a stateful row's time in a `make bench` profile;
-    the bytes are the same JSON either way."""
+    json.loads were a third of a stateful row's time in a `make bench` profile (docs/design.md, "Store
+    reads, and SQLite rather than RocksDB"); the bytes are the same JSON either way."""
 
     def dumps(self, obj: Any) -> bytes:
         if type(obj) is int:

@@ -5,7 +5,7 @@ SQLite rather than RocksDB: `bench/store_compare.py` measured RocksDB (rocksdict
 raw operations, but SQLite's ~300k writes/s is well above both the per-record Python processing rate
 and the changelog restore target, it is in the standard library (no new dependency), and its
 transactions apply a batch of writes together with the changelog offset atomically, which is what
-the transactional store needs.
+the transactional store needs (docs/design.md, "Store reads, and SQLite rather than RocksDB").
 
 Two modes (`Config.state_mode`):
 - "transactional" (KIP-892): writes stay in memory until the Kafka transaction commits, then are
@@ -119,7 +119,9 @@ class PartitionStore:
             return self.pending[key]
         cache = self._read_cache
         if key in cache:
-            return cache[key]  # a SQLite query per key measured 4.7 us, most of a stateful row's time
+            # a SQLite query per key was most of a stateful row's time (docs/design.md, "Store reads, and
+            # SQLite rather than RocksDB")
+            return cache[key]
         try:
             row = self._db.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
         except sqlite3.DatabaseError as exc:
