@@ -10,6 +10,7 @@ another fake.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException
@@ -29,9 +30,11 @@ class FakeClient:
     `fail` (value -> error), unless `hold` keeps the reports in librdkafka's queue. Once `fatal` is set,
     produce() says only "Fatal error" while poll(), flush() and the transactional calls raise the
     cause, as librdkafka does once it is broken for good (fenced, say). `calls` counts the calls
-    of each site ("Producer()", "Producer.produce", ...)."""
+    of each site ("Producer()", "Producer.produce", ...); `on_call` sees each call first, to raise
+    there (test_error_boundary.py)."""
 
-    def __init__(self, settings: dict) -> None:
+    def __init__(self, settings: dict, on_call: Callable[[str], None] | None = None) -> None:
+        self.on_call = on_call
         self.calls: Counter[str] = Counter()
         self._called("Producer()")
         self.queued: list[tuple] = []  # (topic, value, key, partition, headers, callback)
@@ -46,6 +49,8 @@ class FakeClient:
 
     def _called(self, site: str) -> None:
         self.calls[site] += 1
+        if self.on_call is not None:
+            self.on_call(site)
 
     def _transactional(self, name: str) -> None:
         self._called(f"Producer.{name}")
