@@ -1,9 +1,12 @@
-"""The producer stand-ins of the unit tests:
+"""The producer stand-ins of the unit tests, one per level eos writes through:
 
 - `FakeClient` plays librdkafka (`confluent_kafka.Producer`), under the real `OutputProducer` and its
   `RecordCollector`: what eos makes of queueing, refusals, delivery reports and fatal errors.
+- `FakeOutputProducer` plays `eos._kafka._producer.OutputProducer` and its `records`, under the real
+  core (`PartitionTask`, `Incarnation`, `Writer`, `Transaction`) and state: each step can be made to
+  fail, and what commits lands in a `FakeKafka`.
 
-A test that needs a fault of its own configures it (or patches one method) rather than writing
+A test that needs a fault of its own configures these (or patches one method) rather than writing
 another fake.
 """
 
@@ -12,9 +15,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
 
+import eos
+from eos._kafka import _collector
+from eos.records import Output
 from tests.support.messages import Message
 
 # -- librdkafka ------------------------------------------------------------------------------------------
@@ -127,3 +134,165 @@ class FakeClient:
             if callback is not None:
                 callback(err, Message(offset, key, value, error=err, topic=topic, partition=at[1]))
         return 0
+
+
+# -- OutputProducer --------------------------------------------------------------------------------------
+
+
+class Produced(NamedTuple):
+    """One records.produce() call (outputs, dead letters, changelog records), aborted ones too."""
+
+    topic: str
+    out: Output
+    in_topic: str
+    in_partition: int
+    in_offset: int
+    track: bool
+
+
+class FakeKafka:
+    """What a partition task reaches of Kafka: committed outputs and group offsets as a read_committed
+    reader would see them, and the producers the worker hands out (`_pool.acquire`, a fresh
+    `OutputProducer`) with what became of them."""
+
+    def __init__(self, input_topics=("in",)) -> None:
+        #: the topics a producer may warm up with (init_transactions' `known_topic`: the input topic)
+        self.input_topics = set(input_topics)
+        self.group_metadata = object()  # what `_offsets.group_metadata` returns
+        self.outputs: list[tuple[str, bytes, int]] = []  # (topic, value, input offset), committed only
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.offset_commits: list[int] = []
+        self.events: list[tuple] = []
+        self.produced: list[Produced] = []
+        self.kept: FakeOutputProducer | None = None  # handed out by acquire() as kept from an earlier task
+        self.acquired: list[str | None] = []
+        self.created: list[FakeOutputProducer] = []
+        self.released: list[FakeOutputProducer] = []
+        self.discarded: list[FakeOutputProducer] = []
+        self.setup: Callable[[FakeOutputProducer], None] = lambda producer: None  # for every new producer
+
+    def producer(self, config, transactional_id) -> FakeOutputProducer:
+        p = FakeOutputProducer(self, transactional_id, initialized=False)
+        self.setup(p)
+        self.created.append(p)
+        return p
+
+    def acquire(self, config, transactional_id):
+        self.acquired.append(transactional_id)
+        if self.kept is not None:
+            kept, self.kept = self.kept, None
+            return kept, True
+        return self.producer(config, transactional_id), False
+
+    def values(self) -> list[bytes]:
+        return [v for _, v, _ in self.outputs]
+
+
+class FakeOutputProducer:
+    """The OutputProducer the core uses: its transactions, and what it sends in `records`. `calls` lists
+    every step in order, the records' "produce" and "flush" too; `fail[step]` lists what successive
+    calls of that step do (None succeeds, an exception is raised, a callable is called and may raise),
+    and `fail_at_offset[offset]` the same for producing that input record's outputs."""
+
+    def __init__(
+        self, kafka: FakeKafka | None = None, transactional_id: str | None = None, initialized: bool = False
+    ) -> None:
+        self.kafka = kafka if kafka is not None else FakeKafka()
+        self.transactional_id = transactional_id
+        self.initialized = initialized
+        self.in_transaction = False
+        self.open: list[tuple[str, bytes, int]] = []
+        self.open_offsets: dict[tuple[str, int], int] = {}
+        self.fail: dict[str, list] = {}
+        self.fail_at_offset: dict[int, list] = {}
+        self.calls: list[str] = []
+        self.records = FakeRecords(self)
+
+    def step(self, name: str, queue: list | None = None) -> None:
+        self.calls.append(name)
+        self.kafka.events.append((name, self))
+        queue = self.fail.get(name) if queue is None else queue
+        action = queue.pop(0) if queue else None
+        if isinstance(action, BaseException):
+            raise action
+        if callable(action):
+            action()
+
+    def init_transactions(self, log=None, known_topic=None) -> None:
+        assert known_topic in self.kafka.input_topics, "metadata of the input topic warms it up"
+        self.step("init")
+        self.initialized = True
+
+    def begin_transaction(self, log=None) -> None:
+        self.step("begin")
+        self.in_transaction = True
+
+    def send_offsets(self, offsets, group_metadata, log=None) -> None:
+        self.step("send_offsets")
+        assert group_metadata is self.kafka.group_metadata
+        self.open_offsets = {(topic, partition): offset for topic, partition, offset, *_ in offsets}
+
+    def commit_transaction(self, log=None) -> None:
+        self.step("commit")
+        self.kafka.outputs.extend(self.open)
+        self.kafka.offsets.update(self.open_offsets)
+        self.kafka.offset_commits.extend(self.open_offsets.values())
+        self.open, self.open_offsets, self.in_transaction = [], {}, False
+
+    def abort_transaction(self, log=None) -> None:
+        self.step("abort")
+        self.open, self.open_offsets, self.in_transaction = [], {}, False
+
+    def write(self, record: tuple[str, bytes, int]) -> None:
+        """A produced (topic, value, input offset): visible at once without a transaction (idempotent)."""
+        if self.transactional_id is None:
+            self.kafka.outputs.append(record)
+        else:
+            assert self.in_transaction, "produce outside a transaction"
+            self.open.append(record)
+
+
+class FakeRecords:
+    """The RecordCollector of a FakeOutputProducer. The broker refuses the outputs of the input offsets
+    in `undeliverable` (a dead letter, topic "dlq", is delivered); with `batch_refusal`, as a broker does,
+    a refusal fails every output of the transaction."""
+
+    def __init__(self, producer: FakeOutputProducer) -> None:
+        self.producer = producer
+        self.exact = False
+        self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
+        self.undeliverable: set[int] = set()
+        self.batch_refusal = False
+
+    def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
+        self.producer.step("produce", self.producer.fail_at_offset.get(in_offset))
+        self.producer.kafka.produced.append(Produced(topic, out, in_topic, in_partition, in_offset, track))
+        self.producer.write((topic, out.value, in_offset))
+
+    def produce_outputs(self, outputs, in_topic, in_partition) -> int:
+        for i, value in enumerate(_collector._listed(outputs.values)):
+            offset = outputs.offset_of(i)
+            self.producer.step("produce", self.producer.fail_at_offset.get(offset))
+            if self.exact:
+                self.exact_rows.append(offset)
+            topic = outputs.topic[i] if isinstance(outputs.topic, list) else outputs.topic
+            self.producer.write((topic, value, offset))
+        return len(outputs)
+
+    def flush_and_check(self, in_topic, in_partition) -> None:
+        self.producer.step("flush")
+        open_ = self.producer.open
+        refused = sorted(o for t, _, o in open_ if o in self.undeliverable and t != "dlq")
+        if refused:
+            if not self.exact:
+                raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
+            if self.batch_refusal:
+                refused = sorted({o for _, _, o in open_})
+            raise eos.ProduceError(
+                "refused by the broker",
+                topic=in_topic,
+                partition=in_partition,
+                offset=refused[0],
+                candidates=tuple(refused),
+                poison=True,  # as a record too large for the topic is
+            )
