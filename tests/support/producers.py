@@ -255,7 +255,8 @@ class FakeOutputProducer:
 class FakeRecords:
     """The RecordCollector of a FakeOutputProducer. The broker refuses the outputs of the input offsets
     in `undeliverable` (a dead letter, topic "dlq", is delivered); with `batch_refusal`, as a broker does,
-    a refusal fails every output of the transaction."""
+    a refusal fails every output of the transaction. `delivered_offsets` (what the state reads after a
+    commit) is the test's to set."""
 
     def __init__(self, producer: FakeOutputProducer) -> None:
         self.producer = producer
@@ -263,6 +264,7 @@ class FakeRecords:
         self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
         self.undeliverable: set[int] = set()
         self.batch_refusal = False
+        self.delivered_offsets: dict[tuple[str, int], int] = {}
 
     def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
         self.producer.step("produce", self.producer.fail_at_offset.get(in_offset))
