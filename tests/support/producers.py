@@ -20,7 +20,7 @@ from typing import NamedTuple
 from confluent_kafka import KafkaError, KafkaException
 
 import eos
-from eos._kafka import _collector
+from eos._kafka import _collector, _offsets
 from eos.records import Output
 from tests.support.messages import Message
 
@@ -151,9 +151,9 @@ class Produced(NamedTuple):
 
 
 class FakeKafka:
-    """What a partition task reaches of Kafka: committed outputs and group offsets as a read_committed
-    reader would see them, and the producers the worker hands out (`_pool.acquire`, a fresh
-    `OutputProducer`) with what became of them."""
+    """What a partition task reaches of Kafka (the `kafka` fixture puts it there): committed outputs and
+    group offsets as a read_committed reader would see them, and the producers the worker hands out
+    (`_pool.acquire`, a fresh `OutputProducer`) with what became of them."""
 
     def __init__(self, input_topics=("in",)) -> None:
         #: the topics a producer may warm up with (init_transactions' `known_topic`: the input topic)
@@ -186,6 +186,21 @@ class FakeKafka:
 
     def values(self) -> list[bytes]:
         return [v for _, v, _ in self.outputs]
+
+    def committed_entries(self, config, tps, log=None, wait=True):
+        """`_offsets.committed_entries`: each partition's committed offset, stamped as this app's."""
+        return {
+            tp: None
+            if self.offsets.get(tp) is None
+            else _offsets.Committed(self.offsets[tp], _offsets.stamp(config))
+            for tp in tps
+        }
+
+    def commit(self, config, topic, partition, next_offset, log=None, metadata=None):
+        """`_offsets.commit` (at_least_once): the group offset, committed at once."""
+        self.events.append(("offset_commit", next_offset))
+        self.offsets[(topic, partition)] = next_offset
+        self.offset_commits.append(next_offset)
 
 
 class FakeOutputProducer:

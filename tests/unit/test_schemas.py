@@ -23,7 +23,6 @@ from tests.support.configs import config as base_config
 from tests.support.orders_pb2 import Order
 from tests.support.registry import Registry
 from tests.unit.test_task_logic import DLQ, IN, committed, task
-from tests.unit.test_task_logic import kafka as kafka  # a fixture of the tests below
 
 ORDER = (
     '{"type": "record", "name": "Order", "namespace": "shop", "fields": ['

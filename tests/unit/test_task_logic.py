@@ -16,7 +16,6 @@ from eos._core._arrow import Layout
 from eos._core._job import Functions, Job
 from eos._core._stats import STATS_SCHEMA
 from eos._core._task import PartitionTask, run_partition
-from eos._kafka import _offsets, _pool, _producer
 from eos._spark._batch import batch_layout
 from eos.records import Output
 from eos.sink import Sink
@@ -33,34 +32,6 @@ def fenced() -> eos.FencedError:
 
 def abortable() -> eos.TransactionAbortableError:
     return eos.TransactionAbortableError("txn requires abort")
-
-
-@pytest.fixture
-def kafka(monkeypatch) -> FakeKafka:
-    k = FakeKafka(input_topics=(IN, "a", "b"))
-    monkeypatch.setattr(_pool, "acquire", k.acquire)
-    monkeypatch.setattr(_producer, "OutputProducer", k.producer)
-    monkeypatch.setattr(_pool, "release", k.released.append)
-    monkeypatch.setattr(_pool, "discard", k.discarded.append)
-
-    def committed_entries(config, tps, log=None, wait=True):
-        return {
-            tp: None
-            if k.offsets.get(tp) is None
-            else _offsets.Committed(k.offsets[tp], _offsets.stamp(config))
-            for tp in tps
-        }
-
-    monkeypatch.setattr(_offsets, "committed_entries", committed_entries)
-
-    def commit(config, topic, partition, next_offset, log=None, metadata=None):
-        k.events.append(("offset_commit", next_offset))
-        k.offsets[(topic, partition)] = next_offset
-        k.offset_commits.append(next_offset)
-
-    monkeypatch.setattr(_offsets, "commit", commit)
-    monkeypatch.setattr(_offsets, "group_metadata", lambda config: k.group_metadata)
-    return k
 
 
 config = partial(base_config, processing_guarantee="exactly_once", commit_every=100, max_redo=2)
@@ -451,6 +422,7 @@ def test_at_least_once_flushes_then_commits_offsets_to_the_group(kafka):
 
 def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
     cfg = config(commit_every=2)
+    kafka.input_topics |= {"a", "b"}
     kafka.offsets[("a", 1)] = 1
     batches = [
         concat([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
