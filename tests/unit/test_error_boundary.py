@@ -12,6 +12,7 @@ translation, not the protocol (the integration tests prove that on a real broker
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ from eos._core._job import Functions, Job
 from eos._core._task import PartitionTask
 from eos._kafka import _clients, _producer
 from tests.support.messages import Message
+from tests.support.producers import FakeClient
 
 IN, OUT = "in", "out"
 
@@ -60,52 +62,8 @@ def _metadata(*topics: str):
 
 
 def fakes(inject: Injector, changelog_records: int):
-    """Producer, AdminClient and Consumer classes that call `inject` at every method."""
-
-    class Producer:
-        def __init__(self, settings) -> None:
-            inject("Producer()")
-            self.reports, self.offsets = [], Counter()
-
-        def list_topics(self, topic=None, timeout=None):
-            inject("Producer.list_topics")
-            return _metadata(IN, OUT)
-
-        def init_transactions(self, timeout=None):
-            inject("Producer.init_transactions")
-
-        def begin_transaction(self):
-            inject("Producer.begin_transaction")
-
-        def produce(self, topic, value=None, key=None, partition=-1, on_delivery=None, *rest):
-            inject("Producer.produce")
-            offset = self.offsets[topic]
-            self.offsets[topic] += 1
-            if on_delivery is not None:
-                self.reports.append((on_delivery, Message(offset, key, value, topic=topic)))
-
-        def _serve(self) -> int:
-            reports, self.reports = self.reports, []
-            for callback, msg in reports:
-                callback(None, msg)
-            return 0
-
-        def poll(self, timeout=None):
-            inject("Producer.poll")
-            return self._serve()
-
-        def flush(self, timeout=None):
-            inject("Producer.flush")
-            return self._serve()
-
-        def send_offsets_to_transaction(self, offsets, metadata, timeout=None):
-            inject("Producer.send_offsets_to_transaction")
-
-        def commit_transaction(self, timeout=None):
-            inject("Producer.commit_transaction")
-
-        def abort_transaction(self, timeout=None):
-            inject("Producer.abort_transaction")
+    """AdminClient and Consumer classes that call `inject` at every method (the producer is
+    tests.support.producers.FakeClient, told to)."""
 
     class AdminClient:
         def __init__(self, settings) -> None:
@@ -186,7 +144,7 @@ def fakes(inject: Injector, changelog_records: int):
         def close(self):
             pass
 
-    return Producer, AdminClient, Consumer
+    return AdminClient, Consumer
 
 
 def count_per_key(row, state):
@@ -210,8 +168,8 @@ def batch() -> pa.RecordBatch:
 
 
 def run_task(monkeypatch, tmp_path, inject: Injector, guarantee: str, stateful: bool) -> None:
-    producer_cls, admin_cls, consumer_cls = fakes(inject, changelog_records=2)
-    monkeypatch.setattr(_producer, "Producer", producer_cls)
+    admin_cls, consumer_cls = fakes(inject, changelog_records=2)
+    monkeypatch.setattr(_producer, "Producer", partial(FakeClient, on_call=inject))
     monkeypatch.setattr(_clients, "AdminClient", admin_cls)
     monkeypatch.setattr(_clients, "Consumer", consumer_cls)
     _worker.reset()  # a fresh worker: no kept producer, no cached client, no changelog checked yet

@@ -10,26 +10,18 @@ import eos
 from eos._kafka import _pool, _producer
 from tests.support.configs import config as base_config
 
-
-class FakeProducer:
-    closed: list[str] = []
-
-    def __init__(self, settings) -> None:
-        self.tid = settings.get("transactional.id")
-
-    def flush(self, timeout=None) -> int:
-        return 0
+#: the transactional ids of the producers the pool closed, in order
+closed: list[str] = []
 
 
 @pytest.fixture
-def cache(monkeypatch):
-    monkeypatch.setattr(_producer, "Producer", FakeProducer)
+def cache(monkeypatch, fake_client):
     monkeypatch.setattr(_pool, "_cache", {})
-    FakeProducer.closed = []
+    closed.clear()
     discard = _pool.discard
 
     def recording(producer):
-        FakeProducer.closed.append(producer.transactional_id)
+        closed.append(producer.transactional_id)
         discard(producer)
 
     monkeypatch.setattr(_pool, "discard", recording)
@@ -49,12 +41,12 @@ def cycle(cache, cfg, partition: int) -> tuple[_producer.OutputProducer, bool]:
 def test_the_cache_keeps_the_most_recently_used_producers_and_closes_the_rest(cache):
     cfg = config(3)
     first = [cycle(cache, cfg, p)[0] for p in range(3)]
-    assert cache.cached() == 3 and FakeProducer.closed == []
+    assert cache.cached() == 3 and closed == []
     assert cycle(cache, cfg, 0) == (first[0], True), "kept from the earlier task, now the most recent"
     cycle(cache, cfg, 3)  # a fourth partition: partition 1 is the least recently used
     cycle(cache, cfg, 4)  # then partition 2
     assert cache.cached() == 3
-    assert FakeProducer.closed == ["app:in:1", "app:in:2"]
+    assert closed == ["app:in:1", "app:in:2"]
     assert cycle(cache, cfg, 1)[1] is False, "a closed producer is not handed out again"
 
 
@@ -64,7 +56,7 @@ def test_sixty_four_partitions_keep_at_most_the_cache_size(cache):
         for partition in range(64):
             cycle(cache, cfg, partition)
     assert cache.cached() == 16
-    assert len(FakeProducer.closed) == 3 * 64 - 16
+    assert len(closed) == 3 * 64 - 16
 
 
 def test_a_producer_in_a_transaction_is_never_kept(cache):
@@ -72,7 +64,7 @@ def test_a_producer_in_a_transaction_is_never_kept(cache):
     producer, _ = cache.acquire(cfg, cfg.transactional_id("in", 0))
     producer.in_transaction = True
     cache.release(producer)
-    assert cache.cached() == 0 and FakeProducer.closed == ["app:in:0"]
+    assert cache.cached() == 0 and closed == ["app:in:0"]
 
 
 def test_the_bound_is_set_from_the_environment_without_reaching_the_producer_settings():

@@ -18,115 +18,15 @@ from eos.errors import (
     TransactionAbortableError,
 )
 from eos.records import Output, Outputs
+from tests.support.producers import FakeClient
 
 FENCED = KafkaError(
     KafkaError._FENCED, "Failed to add partitions to transaction: fenced by a newer instance", fatal=True
 )
 
 
-class FencedProducer:
-    """librdkafka after AddPartitionsToTxn was refused: produce() says only "Fatal error", poll() and
-    flush() raise the cause."""
-
-    def __init__(self, settings, cause=FENCED):
-        self.cause = cause
-
-    def produce(self, *args, **kwargs):
-        raise KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
-
-    def poll(self, timeout=None):
-        raise KafkaException(self.cause)
-
-    def flush(self, timeout=None):
-        raise KafkaException(self.cause)
-
-
-def _producer_with(monkeypatch, fake):
-    monkeypatch.setattr(_producer, "Producer", fake)
-    config = Config(
-        bootstrap_servers="127.0.0.1:1", app_id="app", output_topic="out", processing_guarantee="exactly_once"
-    )
-    producer = _producer.OutputProducer(config, config.transactional_id("in", 0))
-    producer.records._known_topics.add("out")
-    return producer
-
-
-def test_fatal_produce_error_caused_by_fencing_is_a_fenced_error(monkeypatch):
-    producer = _producer_with(monkeypatch, FencedProducer)
-    with pytest.raises(FencedError, match="fenced"):
-        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
-    with pytest.raises(FencedError):
-        producer.records.flush_and_check("in", 0)
-
-
-def test_fatal_produce_error_with_another_cause_stays_fatal(monkeypatch):
-    cause = KafkaError(KafkaError._INCONSISTENT, "something else", fatal=True)
-    producer = _producer_with(monkeypatch, lambda settings: FencedProducer(settings, cause))
-    with pytest.raises(FatalError) as info:
-        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
-    assert not isinstance(info.value, FencedError)
-
-
-# -- bulk writes: which input record an error names ------------------------------------------------------
-
-
-class FakeMessage:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self._topic, self._partition, self._offset = topic, partition, offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-
-class QueueingProducer:
-    """librdkafka as Python sees it: produce() queues a record (or refuses it at once), poll()/flush()
-    deliver the queued records and call their delivery callbacks, failing those told to fail."""
-
-    def __init__(self, settings) -> None:
-        self.queued: list[tuple] = []
-        self.delivered: list[tuple] = []
-        self.refuse: dict[bytes, KafkaError] = {}  # value -> error raised by produce()
-        self.fail: dict[bytes, KafkaError] = {}  # value -> error in the delivery report
-        self.full: set[bytes] = set()  # values whose first produce() finds the queue full
-        self.produce_calls = 0
-        self.callbacks: list = []
-        self.hold = False  # poll() serves nothing (reports still in librdkafka's queue)
-
-    def produce(
-        self, topic, value, key=None, partition=-1, callback=None, on_delivery=None, timestamp=0, headers=None
-    ):
-        self.produce_calls += 1
-        self.callbacks.append(callback)
-        if value in self.full:
-            self.full.discard(value)
-            raise BufferError("Local: Queue full")
-        if value in self.refuse:
-            raise KafkaException(self.refuse[value])
-        self.queued.append((topic, value, key, partition, headers, callback))
-
-    def poll(self, timeout=None) -> int:
-        if self.hold:
-            return len(self.queued)
-        for topic, value, key, partition, headers, callback in self.queued:
-            err = self.fail.get(value)
-            if err is None:
-                self.delivered.append((topic, value, key, partition, headers))
-            if callback is not None:
-                callback(err, FakeMessage(topic, max(partition, 0), -1 if err else len(self.delivered) - 1))
-        self.queued = []
-        return 0
-
-    flush = poll
-
-
-def _bulk(monkeypatch, guarantee="exactly_once") -> tuple[_producer.OutputProducer, QueueingProducer]:
-    monkeypatch.setattr(_producer, "Producer", QueueingProducer)
+def output_producer(guarantee="exactly_once") -> tuple[_producer.OutputProducer, FakeClient]:
+    """An OutputProducer on a FakeClient (the `fake_client` fixture) whose output topics exist."""
     config = Config(
         bootstrap_servers="127.0.0.1:1", app_id="app", output_topic="out", processing_guarantee=guarantee
     )
@@ -134,6 +34,26 @@ def _bulk(monkeypatch, guarantee="exactly_once") -> tuple[_producer.OutputProduc
     producer = _producer.OutputProducer(config, tid)
     producer.records._known_topics.update({"out", "other"})
     return producer, producer._producer
+
+
+def test_fatal_produce_error_caused_by_fencing_is_a_fenced_error(fake_client):
+    producer, fake = output_producer()
+    fake.fatal = FENCED
+    with pytest.raises(FencedError, match="fenced"):
+        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
+    with pytest.raises(FencedError):
+        producer.records.flush_and_check("in", 0)
+
+
+def test_fatal_produce_error_with_another_cause_stays_fatal(fake_client):
+    producer, fake = output_producer()
+    fake.fatal = KafkaError(KafkaError._INCONSISTENT, "something else", fatal=True)
+    with pytest.raises(FatalError) as info:
+        producer.records.produce(Output(b"v"), "out", "in", 0, 7)
+    assert not isinstance(info.value, FencedError)
+
+
+# -- bulk writes: which input record an error names ------------------------------------------------------
 
 
 def _outputs(values, offsets=None, **kw) -> Outputs:
@@ -144,8 +64,8 @@ def _outputs(values, offsets=None, **kw) -> Outputs:
 TOO_LARGE = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
 
 
-def test_bulk_write_refused_at_once_names_that_record(monkeypatch):
-    producer, fake = _bulk(monkeypatch)
+def test_bulk_write_refused_at_once_names_that_record(fake_client):
+    producer, fake = output_producer()
     fake.refuse[b"c"] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Local: Message size too large")
     with pytest.raises(ProduceError) as info:
         producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
@@ -153,17 +73,17 @@ def test_bulk_write_refused_at_once_names_that_record(monkeypatch):
     assert "'out' refused" in str(info.value)
 
 
-def test_exactly_once_bulk_writes_pass_no_delivery_callback(monkeypatch):
+def test_exactly_once_bulk_writes_pass_no_delivery_callback(fake_client):
     """A failed delivery fails the transaction's commit (librdkafka); the flush has nothing to report."""
-    producer, fake = _bulk(monkeypatch)
+    producer, fake = output_producer()
     fake.fail[b"c"] = TOO_LARGE
     assert producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
     assert fake.callbacks == [None] * 4
     producer.records.flush_and_check("in", 0)
 
 
-def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(monkeypatch):
-    producer, fake = _bulk(monkeypatch, "at_least_once")
+def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(fake_client):
+    producer, fake = output_producer("at_least_once")
     fake.fail[b"c"] = TOO_LARGE
     producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
     with pytest.raises(DeliveryFailedError) as info:
@@ -173,8 +93,8 @@ def test_at_least_once_bulk_delivery_failure_says_the_record_is_not_known_yet(mo
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
-def test_the_record_by_record_redo_names_the_refused_record(monkeypatch, guarantee):
-    producer, fake = _bulk(monkeypatch, guarantee)
+def test_the_record_by_record_redo_names_the_refused_record(fake_client, guarantee):
+    producer, fake = output_producer(guarantee)
     fake.fail[b"c"] = TOO_LARGE
     producer.records.exact = True  # what the task sets before redoing the transaction
     producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0)
@@ -184,8 +104,8 @@ def test_the_record_by_record_redo_names_the_refused_record(monkeypatch, guarant
     assert "Message size too large" in str(info.value)
 
 
-def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(monkeypatch):
-    producer, fake = _bulk(monkeypatch)
+def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(fake_client):
+    producer, fake = output_producer()
     producer.records.exact = True
     fake.fail[b"b"] = KafkaError(KafkaError.NOT_ENOUGH_REPLICAS, "Broker: Not enough in-sync replicas")
     producer.records.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
@@ -194,9 +114,9 @@ def test_exact_transient_delivery_failure_is_abortable_not_a_record_error(monkey
     assert not isinstance(info.value, DeliveryFailedError | ProduceError)
 
 
-def test_fenced_delivery_is_a_fenced_error_in_either_mode(monkeypatch):
+def test_fenced_delivery_is_a_fenced_error_in_either_mode(fake_client):
     for exact in (False, True):
-        producer, fake = _bulk(monkeypatch, "at_least_once" if not exact else "exactly_once")
+        producer, fake = output_producer("at_least_once" if not exact else "exactly_once")
         producer.records.exact = exact
         fake.fail[b"a"] = KafkaError(KafkaError._FENCED, "fenced")
         producer.records.produce_outputs(_outputs([b"a"]), "in", 0)
@@ -204,17 +124,17 @@ def test_fenced_delivery_is_a_fenced_error_in_either_mode(monkeypatch):
             producer.records.flush_and_check("in", 0)
 
 
-def test_full_queue_is_served_and_the_record_retried_in_order(monkeypatch):
-    producer, fake = _bulk(monkeypatch)
+def test_full_queue_is_served_and_the_record_retried_in_order(fake_client):
+    producer, fake = output_producer()
     fake.full.add(b"b")
     producer.records.produce_outputs(_outputs([b"a", b"b", b"c"], keys=[b"1", None, b"3"]), "in", 0)
     producer.records.flush_and_check("in", 0)
     assert [(v, k) for _, v, k, _, _ in fake.delivered] == [(b"a", b"1"), (b"b", None), (b"c", b"3")]
-    assert fake.produce_calls == 4
+    assert fake.calls["Producer.produce"] == 4
 
 
-def test_per_record_topics_partitions_and_headers(monkeypatch):
-    producer, fake = _bulk(monkeypatch)
+def test_per_record_topics_partitions_and_headers(fake_client):
+    producer, fake = output_producer()
     outputs = _outputs(
         [b"a", b"b"], topic=["other", None], partitions=[3, None], headers=[[("h", b"1")], None]
     )
@@ -252,12 +172,12 @@ class DescribingAdmin:
         return {name: FakeFuture(description)}
 
 
-def test_topic_checks_ask_the_admin_client_never_the_producers_metadata(monkeypatch):
+def test_topic_checks_ask_the_admin_client_never_the_producers_metadata(fake_client, monkeypatch):
     """A producer's metadata request for a missing topic creates it where auto.create.topics.enable is
     on; DescribeTopics does not. Each topic is looked up once."""
     from confluent_kafka.admin import AclOperation
 
-    producer, fake = _bulk(monkeypatch)
+    producer, fake = output_producer()
     producer.records._known_topics.clear()
     admin = DescribingAdmin({"out": [AclOperation.WRITE, AclOperation.READ], "other": [AclOperation.READ]})
     monkeypatch.setattr(_topics._clients, "admin", lambda config: admin)
@@ -270,8 +190,8 @@ def test_topic_checks_ask_the_admin_client_never_the_producers_metadata(monkeypa
     assert info.value.offset == 100
 
 
-def test_missing_topic_of_a_process_batch_output_names_the_call(monkeypatch):
-    producer, _ = _bulk(monkeypatch)
+def test_missing_topic_of_a_process_batch_output_names_the_call(fake_client, monkeypatch):
+    producer, _ = output_producer()
     monkeypatch.setattr(_topics._clients, "admin", lambda config: DescribingAdmin({}))
     outputs = Outputs(values=[b"a"], topic="typo", first=40, last=49)
     with pytest.raises(ProduceError) as info:
@@ -281,17 +201,16 @@ def test_missing_topic_of_a_process_batch_output_names_the_call(monkeypatch):
     assert "process_batch over input offsets 40-49" in str(info.value)
 
 
-def test_reports_purged_by_an_abort_do_not_fail_the_next_transaction(monkeypatch):
+def test_reports_purged_by_an_abort_do_not_fail_the_next_transaction(fake_client):
     """abort_transaction purges what is still queued; those _PURGE_QUEUE reports arrive at the next
     poll and belong to the aborted transaction (seen for real: the isolation of a refused record failed
     with "Purged in queue" on its second, healthy write)."""
-    producer, fake = _bulk(monkeypatch)
+    producer, fake = output_producer()
     purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
     producer.records.exact = True
     fake.fail.update({b"a": purged, b"b": purged})
     fake.hold = True
     producer.records.produce_outputs(_outputs([b"a", b"b"]), "in", 0)
-    fake.abort_transaction = lambda timeout=None: None
     fake.hold = False  # the purged reports are served at the first poll after the abort
     producer.abort_transaction()
     fake.fail.clear()

@@ -25,6 +25,7 @@ from eos.state._sqlite import PartitionStore
 from tests.support.configs import config as base_config
 from tests.support.logs import Log
 from tests.support.messages import Message
+from tests.support.producers import FakeOutputProducer, FakeRecords
 
 IN = "in"
 PARTITION = 0
@@ -120,14 +121,11 @@ def opened_states():
         state.close()
 
 
-class FakeProducer:
-    def __init__(self, delivered_offsets: dict[tuple[str, int], int] | None = None) -> None:
-        self.delivered_offsets = dict(delivered_offsets or {})
-        self.produced: list[tuple] = []
-
-    def produce(self, out, topic, in_topic, in_partition, in_offset, track=False) -> None:
-        assert track, "changelog records are tracked: their offsets are where the store's checkpoint points"
-        self.produced.append((topic, out.key, out.value, out.headers, out.partition, in_topic, in_offset))
+def delivered(offset: int) -> FakeRecords:
+    """A producer's records after a commit whose changelog records of `counts` ended at `offset`."""
+    records = FakeOutputProducer().records
+    records.delivered_offsets[("app-in-counts-changelog", PARTITION)] = offset
+    return records
 
 
 # -- naming --------------------------------------------------------------------------------------------
@@ -304,7 +302,7 @@ def test_wipe_mode_reopen_after_a_commit_only_rolls_forward(tmp_path, changelogs
     state = opened_states(config(tmp_path, "wipe"), "counts")
     state.view.store("counts").put(b"b", b"2")
     changelogs.records["counts"] += [(b"b", b"2")]  # the transaction wrote its changelog and committed
-    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 1}))
+    state.on_commit(delivered(1))
     state.reopen(committed_input=None)
     assert changelogs.restores == [("counts", 1), ("counts", 2)]
     assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
@@ -353,8 +351,7 @@ def test_on_commit_moves_written_stores_to_the_changelog_end_and_keeps_the_other
     changelogs.records = {"counts": [(b"?", b"?")] * 5, "idle": [(b"?", b"?")] * 3}
     state = opened_states(config(tmp_path, mode), "counts", "idle")
     state.view.store("counts").put(b"b", b"2")
-    producer = FakeProducer({("app-in-counts-changelog", PARTITION): 41})
-    state.on_commit(producer)
+    state.on_commit(delivered(41))
     counts, idle = state.stores["counts"], state.stores["idle"]
     assert counts.local_offset() == 42
     assert counts.read_checkpoint().changelog_offset == 42
@@ -369,7 +366,7 @@ def test_on_commit_makes_transactional_writes_durable(tmp_path, changelogs, open
     seed(tmp_path, "counts", {}, offset=0)
     state = opened_states(config(tmp_path, "transactional"), "counts")
     state.view.store("counts").put(b"a", b"1")
-    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 0}))
+    state.on_commit(delivered(0))
     state.close()
     store = PartitionStore(store_dir(tmp_path), "counts", transactional=True)
     store.open(lock_timeout_s=1)
@@ -386,7 +383,7 @@ def test_on_commit_after_a_delete_only_transaction(tmp_path, changelogs, opened_
     changelogs.records["counts"] = [(b"a", b"1")]
     state = opened_states(config(tmp_path), "counts")
     state.view.store("counts").delete(b"a")
-    state.on_commit(FakeProducer({("app-in-counts-changelog", PARTITION): 2}))
+    state.on_commit(delivered(2))
     assert state.stores["counts"].local_offset() == 3
     assert list(state.view.store("counts").items()) == []
 
@@ -415,11 +412,21 @@ def test_produce_changelog_sends_one_record_per_key_with_its_input_offset_and_ow
     state.view.store("counts").put(b"a", b"2")
     state.view.store("counts").delete(b"b")
     state.view.store("seen").put(b"x", b"y")
-    producer = FakeProducer()
-    state.produce_changelog(producer)
+    producer = FakeOutputProducer()
+    state.produce_changelog(producer.records)
+    produced = producer.kafka.produced
+    assert all(p.track for p in produced), (
+        "changelog records are tracked: their offsets are where the store's checkpoint points"
+    )
     counts = [(INPUT_OFFSET_HEADER, b"11"), (OWNER_HEADER, b"app/in/counts")]
     seen = [(INPUT_OFFSET_HEADER, b"11"), (OWNER_HEADER, b"app/in/seen")]
-    assert sorted(producer.produced, key=repr) == sorted(
+    assert sorted(
+        [
+            (p.topic, p.out.key, p.out.value, p.out.headers, p.out.partition, p.in_topic, p.in_offset)
+            for p in produced
+        ],
+        key=repr,
+    ) == sorted(
         [
             ("app-in-counts-changelog", b"a", b"2", counts, PARTITION, IN, 11),
             ("app-in-counts-changelog", b"b", None, counts, PARTITION, IN, 11),

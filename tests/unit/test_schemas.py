@@ -23,7 +23,6 @@ from tests.support.configs import config as base_config
 from tests.support.orders_pb2 import Order
 from tests.support.registry import Registry
 from tests.unit.test_task_logic import DLQ, IN, committed, task
-from tests.unit.test_task_logic import kafka as kafka  # a fixture of the tests below
 
 ORDER = (
     '{"type": "record", "name": "Order", "namespace": "shop", "fields": ['
@@ -224,7 +223,7 @@ def test_a_value_that_does_not_fit_is_a_bad_record_naming_its_input_and_subject(
     assert "does not fit its Avro schema (subject 'out-value')" in str(info.value)
 
 
-# -- in the partition task (fake producer: tests/unit/test_task_logic.py) --------------------------------
+# -- in the partition task (fake producer: tests/support/producers.py) ----------------------------------
 
 
 def struct_rows(offsets, bad=()) -> pa.RecordBatch:
@@ -247,7 +246,7 @@ def test_a_record_that_does_not_fit_goes_to_the_dead_letter_topic_with_the_rest_
     assert kafka.offset_commits == [6], "outputs, dead letters and the offset: one transaction"
     values = pa.array([v for t, v, _ in kafka.outputs if t == "out"], pa.binary())
     assert [r["id"] for r in read(cfg, values)] == [0, 1, 3, 5]
-    letter = dict([out for topic, out in kafka.produced if topic == DLQ][-1].headers)
+    letter = dict([p.out for p in kafka.produced if p.topic == DLQ][-1].headers)
     assert letter["__eos.errors.kind"] == b"SerializationError"
     assert stats.dead_letters == 2
 
@@ -273,7 +272,7 @@ def test_process_returns_dicts_that_are_serialized(kafka):
     cfg = config()
     _schemas.resolve(cfg)
     task(cfg, lambda row, state: {"value": {"id": row.offset, "item": "p"}}).run([struct_rows(range(3))])
-    values = pa.array([out.value for topic, out in kafka.produced if topic == "out"], pa.binary())
+    values = pa.array([p.out.value for p in kafka.produced if p.topic == "out"], pa.binary())
     assert read(cfg, values) == [{"id": i, "item": "p"} for i in range(3)]
 
 

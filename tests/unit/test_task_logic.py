@@ -1,6 +1,6 @@
 """eos._core._task: the per-partition protocol (skip, commit every N, redo, record errors, fencing), with the
-real `Incarnation`, `Writer` and `Transaction` driving a fake transactional producer and a fake
-group-offset store, on real Arrow record batches. No broker, no Spark."""
+real `Incarnation`, `Writer` and `Transaction` driving a fake OutputProducer and a fake group-offset store
+(`tests.support.producers`), on real Arrow record batches. No broker, no Spark."""
 
 from __future__ import annotations
 
@@ -16,15 +16,14 @@ from eos._core._arrow import Layout
 from eos._core._job import Functions, Job
 from eos._core._stats import STATS_SCHEMA
 from eos._core._task import PartitionTask, run_partition
-from eos._kafka import _collector, _offsets, _pool, _producer
 from eos._spark._batch import batch_layout
 from eos.records import Output
 from eos.sink import Sink
 from tests.support.configs import config as base_config
+from tests.support.producers import FakeKafka, FakeOutputProducer
 
 IN = "in"
 LAYOUT = Layout(value="value")
-GROUP_METADATA = object()
 
 
 def fenced() -> eos.FencedError:
@@ -33,166 +32,6 @@ def fenced() -> eos.FencedError:
 
 def abortable() -> eos.TransactionAbortableError:
     return eos.TransactionAbortableError("txn requires abort")
-
-
-class FakeKafka:
-    """Committed output and group offsets as a read_committed reader would see them."""
-
-    def __init__(self) -> None:
-        self.outputs: list[tuple[str, bytes, int]] = []  # (topic, value, input offset), committed only
-        self.offsets: dict[tuple[str, int], int] = {}
-        self.offset_commits: list[int] = []
-        self.events: list[tuple] = []
-        self.produced: list[tuple[str, Output]] = []  # every produce() call's record, aborted ones too
-        self.kept: FakeProducer | None = (
-            None  # handed out by acquire() as a producer kept from an earlier task
-        )
-        self.acquired: list[str | None] = []
-        self.created: list[FakeProducer] = []
-        self.released: list[FakeProducer] = []
-        self.discarded: list[FakeProducer] = []
-        self.setup: Callable[[FakeProducer], None] = lambda producer: None  # for every new producer
-
-    def producer(self, config, transactional_id) -> FakeProducer:
-        p = FakeProducer(self, transactional_id, initialized=False)
-        self.setup(p)
-        self.created.append(p)
-        return p
-
-    def acquire(self, config, transactional_id):
-        self.acquired.append(transactional_id)
-        if self.kept is not None:
-            kept, self.kept = self.kept, None
-            return kept, True
-        return self.producer(config, transactional_id), False
-
-    def values(self) -> list[bytes]:
-        return [v for _, v, _ in self.outputs]
-
-
-class FakeProducer:
-    """The OutputProducer interface the task uses, and its `records` (the RecordCollector's, in the same
-    object: the fake is both). `fail[step]` lists what successive
-    calls of that step do: None succeeds, an exception is raised, a callable is called (and may raise)."""
-
-    def __init__(self, kafka: FakeKafka, transactional_id: str | None, initialized: bool) -> None:
-        self.kafka = kafka
-        self.transactional_id = transactional_id
-        self.initialized = initialized
-        self.in_transaction = False
-        self.open: list[tuple[str, bytes, int]] = []
-        self.open_offsets: dict[tuple[str, int], int] = {}
-        self.fail: dict[str, list] = {}
-        self.fail_at_offset: dict[int, list] = {}
-        self.calls: list[str] = []
-        self.exact = False
-        self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
-        self.undeliverable: set[int] = set()  # input offsets whose outputs the broker refuses
-        self.batch_refusal = False  # a refusal fails every output of the transaction, not just its own
-        self.records = self
-
-    def _step(self, name: str, queue: list | None = None) -> None:
-        self.calls.append(name)
-        self.kafka.events.append((name, self))
-        queue = self.fail.get(name) if queue is None else queue
-        action = queue.pop(0) if queue else None
-        if isinstance(action, BaseException):
-            raise action
-        if callable(action):
-            action()
-
-    def init_transactions(self, log=None, known_topic=None) -> None:
-        assert known_topic == IN or known_topic in ("a", "b"), "metadata of the input topic warms it up"
-        self._step("init")
-        self.initialized = True
-
-    def begin_transaction(self, log=None) -> None:
-        self._step("begin")
-        self.in_transaction = True
-
-    def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
-        self._step("produce", self.fail_at_offset.get(in_offset))
-        self.kafka.produced.append((topic, out))
-        self._record((topic, out.value, in_offset))
-
-    def produce_outputs(self, outputs, in_topic, in_partition) -> int:
-        for i, value in enumerate(_collector._listed(outputs.values)):
-            offset = outputs.offset_of(i)
-            self._step("produce", self.fail_at_offset.get(offset))
-            if self.exact:
-                self.exact_rows.append(offset)
-            topic = outputs.topic[i] if isinstance(outputs.topic, list) else outputs.topic
-            self._record((topic, value, offset))
-        return len(outputs)
-
-    def _record(self, record) -> None:
-        if self.transactional_id is None:
-            self.kafka.outputs.append(record)  # idempotent, not transactional: visible at once
-        else:
-            assert self.in_transaction, "produce outside a transaction"
-            self.open.append(record)
-
-    def flush_and_check(self, in_topic, in_partition) -> None:
-        self._step("flush")
-        # a record's dead letter (topic "dlq") is delivered where its output was refused
-        refused = sorted(o for t, _, o in self.open if o in self.undeliverable and t != "dlq")
-        if refused:
-            if not self.exact:
-                raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
-            if self.batch_refusal:  # as a broker does: the whole record batch fails with the culprit
-                refused = sorted({o for _, _, o in self.open})
-            raise eos.ProduceError(
-                "refused by the broker",
-                topic=in_topic,
-                partition=in_partition,
-                offset=refused[0],
-                candidates=tuple(refused),
-                poison=True,  # as a record too large for the topic is
-            )
-
-    def send_offsets(self, offsets, group_metadata, log=None) -> None:
-        self._step("send_offsets")
-        assert group_metadata is GROUP_METADATA
-        self.open_offsets = {(topic, partition): offset for topic, partition, offset, *_ in offsets}
-
-    def commit_transaction(self, log=None) -> None:
-        self._step("commit")
-        self.kafka.outputs.extend(self.open)
-        self.kafka.offsets.update(self.open_offsets)
-        self.kafka.offset_commits.extend(self.open_offsets.values())
-        self.open, self.open_offsets, self.in_transaction = [], {}, False
-
-    def abort_transaction(self, log=None) -> None:
-        self._step("abort")
-        self.open, self.open_offsets, self.in_transaction = [], {}, False
-
-
-@pytest.fixture
-def kafka(monkeypatch) -> FakeKafka:
-    k = FakeKafka()
-    monkeypatch.setattr(_pool, "acquire", k.acquire)
-    monkeypatch.setattr(_producer, "OutputProducer", k.producer)
-    monkeypatch.setattr(_pool, "release", k.released.append)
-    monkeypatch.setattr(_pool, "discard", k.discarded.append)
-
-    def committed_entries(config, tps, log=None, wait=True):
-        return {
-            tp: None
-            if k.offsets.get(tp) is None
-            else _offsets.Committed(k.offsets[tp], _offsets.stamp(config))
-            for tp in tps
-        }
-
-    monkeypatch.setattr(_offsets, "committed_entries", committed_entries)
-
-    def commit(config, topic, partition, next_offset, log=None, metadata=None):
-        k.events.append(("offset_commit", next_offset))
-        k.offsets[(topic, partition)] = next_offset
-        k.offset_commits.append(next_offset)
-
-    monkeypatch.setattr(_offsets, "commit", commit)
-    monkeypatch.setattr(_offsets, "group_metadata", lambda config: GROUP_METADATA)
-    return k
 
 
 config = partial(base_config, processing_guarantee="exactly_once", commit_every=100, max_redo=2)
@@ -269,7 +108,7 @@ def test_transactional_id_comes_from_the_config(kafka):
 
 def test_kept_producer_is_not_initialised_again(kafka):
     cfg = config()
-    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     stats = run(cfg, range(3))
     assert kafka.created == []
     assert kept.calls[0] == "begin"
@@ -356,7 +195,7 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
 @pytest.mark.parametrize("step", ["flush", "send_offsets", "commit"])
 def test_abortable_error_at_commit_aborts_and_redoes_the_transaction(kafka, step):
     cfg = config(commit_every=3)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail[step] = [None, abortable()]  # the second transaction fails once
     stats = run(cfg, range(6))
     assert kafka.values() == [value(o) for o in range(6)]
@@ -367,7 +206,7 @@ def test_abortable_error_at_commit_aborts_and_redoes_the_transaction(kafka, step
 
 def test_abortable_error_while_producing_redoes_the_earlier_rows(kafka):
     cfg = config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail_at_offset[2] = [abortable()]
     stats = run(cfg, range(4))
     assert kafka.values() == [value(o) for o in range(4)]
@@ -376,7 +215,7 @@ def test_abortable_error_while_producing_redoes_the_earlier_rows(kafka):
 
 def test_redo_is_bounded(kafka):
     cfg = config(commit_every=2, max_redo=2)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail["flush"] = [None] + [abortable() for _ in range(10)]
     t = task(cfg)
     with pytest.raises(eos.TransactionAbortableError):
@@ -385,7 +224,7 @@ def test_redo_is_bounded(kafka):
     assert kafka.offsets == {(IN, 0): 2}
     # the first redo (record by record, to name a failed record) is free; then max_redo more
     assert (t.stats.aborted, t.stats.redos) == (4, 3)
-    assert producer.exact_rows == [2, 3] * 3, "every redo is record by record"
+    assert producer.records.exact_rows == [2, 3] * 3, "every redo is record by record"
     assert kafka.discarded == [producer]
     assert kafka.released == []
 
@@ -421,7 +260,7 @@ def test_process_returning_a_wrong_type_names_the_record(kafka):
 
 def test_produce_error_aborts_without_redo(kafka):
     cfg = config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail_at_offset[1] = [eos.ProduceError("too large", topic=IN, partition=0, offset=1)]
     t = task(cfg)
     with pytest.raises(eos.ProduceError):
@@ -437,7 +276,7 @@ def test_produce_error_aborts_without_redo(kafka):
 
 def test_fatal_error_raises_without_redo(kafka):
     cfg = config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail["commit"] = [eos.FatalError("broken")]
     with pytest.raises(eos.FatalError):
         run(cfg, range(3))
@@ -461,7 +300,7 @@ def test_kept_producer_fenced_before_any_commit_is_replaced_once(kafka):
     """Another worker took the partition over and committed rows 0-1 meanwhile: this task fences it
     back with a fresh producer, skips what it committed and writes the rest exactly once."""
     cfg = config()
-    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
 
     def displaced():
         kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
@@ -483,7 +322,7 @@ def test_kept_producer_fenced_before_any_commit_is_replaced_once(kafka):
 
 def test_replacement_fenced_again_raises(kafka):
     cfg = config()
-    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["begin"] = [fenced()]
     kafka.setup = lambda producer: producer.fail.update(begin=[fenced()])
     t = task(cfg)
@@ -497,7 +336,7 @@ def test_replacement_fenced_again_raises(kafka):
 
 def test_kept_producer_fenced_after_a_commit_is_a_zombie(kafka):
     cfg = config(commit_every=2)
-    kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["send_offsets"] = [None, fenced()]
     kafka.kept = kept
     t = task(cfg)
@@ -515,7 +354,7 @@ def test_kept_producer_displaced_is_found_out_before_any_row_is_produced(kafka):
     cfg = config()
     kafka.offsets[(IN, 0)] = 2
     kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
-    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     kept.fail["send_offsets"] = [fenced()]
     stats = run(cfg, range(4))
     assert kept.calls == ["begin", "send_offsets"]  # no produce: no row written twice or lost
@@ -529,7 +368,7 @@ def test_kept_producer_displaced_is_found_out_before_any_row_is_produced(kafka):
 def test_kept_current_producer_checks_with_the_committed_offset_and_goes_on_in_that_transaction(kafka):
     cfg = config()
     kafka.offsets[(IN, 0)] = 2
-    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     stats = run(cfg, range(5))
     assert kept.calls == ["begin", "send_offsets", "produce", "produce", "produce", "flush"] + [
         "send_offsets",
@@ -545,7 +384,7 @@ def test_kept_producer_checks_only_when_it_writes(kafka, monkeypatch):
     discarded producer's would hold every stable read of it until transaction_timeout_ms)."""
     cfg = config()
     kafka.offsets[(IN, 0)] = 3
-    kafka.kept = kept = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     stats = run(cfg, range(3))
     assert kept.calls == []
     assert (stats.skipped, stats.transactions, kafka.offset_commits) == (3, 0, [])
@@ -583,6 +422,7 @@ def test_at_least_once_flushes_then_commits_offsets_to_the_group(kafka):
 
 def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
     cfg = config(commit_every=2)
+    kafka.input_topics |= {"a", "b"}
     kafka.offsets[("a", 1)] = 1
     batches = [
         concat([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
@@ -621,13 +461,13 @@ def test_summary_of_an_empty_batch():
 @pytest.mark.parametrize("max_redo", [0, 2])
 def test_bulk_delivery_failure_is_redone_record_by_record_to_name_the_record(kafka, max_redo):
     cfg = config(commit_every=4, max_redo=max_redo)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.undeliverable = {6}
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.records.undeliverable = {6}
     t = task(cfg)
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(10))])
     assert info.value.offset == 6
-    assert producer.exact_rows == [4, 5, 6, 7], "the failed transaction was redone record by record"
+    assert producer.records.exact_rows == [4, 5, 6, 7], "the failed transaction was redone record by record"
     assert kafka.values() == [value(o) for o in range(4)]  # the transaction before it stays committed
     assert kafka.offsets == {(IN, 0): 4}
     assert (t.stats.aborted, t.stats.redos) == (2, 1)
@@ -635,14 +475,14 @@ def test_bulk_delivery_failure_is_redone_record_by_record_to_name_the_record(kaf
 
 def test_a_refusal_that_hits_a_whole_record_batch_is_narrowed_to_the_record_refused_alone(kafka):
     cfg = config(commit_every=100)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.undeliverable, producer.batch_refusal = {6}, True
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.records.undeliverable, producer.records.batch_refusal = {6}, True
     t = task(cfg)
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(10))])
     assert info.value.offset == 6 and info.value.candidates == (6,)
     # bulk, then record by record (all 10 refused together), then each suspect alone up to the culprit
-    assert producer.exact_rows == list(range(10)) + list(range(7))
+    assert producer.records.exact_rows == list(range(10)) + list(range(7))
     assert kafka.outputs == [] and kafka.offsets == {}
     assert "commit" not in producer.calls, "every transaction of the search was aborted"
 
@@ -651,8 +491,8 @@ def test_a_suspect_whose_write_is_purged_is_written_again_not_taken_as_accepted(
     """librdkafka 2.12 purges the first record produced after an abort that followed a refused batch
     (_PURGE_QUEUE): that is no verdict on the suspect."""
     cfg = config(commit_every=100)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.undeliverable, producer.batch_refusal = {2}, True
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.records.undeliverable, producer.records.batch_refusal = {2}, True
     purged = eos.TransactionAbortableError("delivery to 'out' failed: Local: Purged in queue")
     # flushes: bulk, record by record, then suspect 0 (purged), 0 again, 1, 2
     producer.fail["flush"] = [None, None, purged]
@@ -660,26 +500,26 @@ def test_a_suspect_whose_write_is_purged_is_written_again_not_taken_as_accepted(
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(5))])
     assert info.value.offset == 2 and info.value.candidates == (2,)
-    assert producer.exact_rows == list(range(5)) + [0, 0, 1, 2]
+    assert producer.records.exact_rows == list(range(5)) + [0, 0, 1, 2]
     assert kafka.outputs == [] and "commit" not in producer.calls
 
 
 def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_is_bulk_again(kafka):
     cfg = config(commit_every=3)
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail["flush"] = [eos.DeliveryFailedError("delivery failed")]
     stats = run(cfg, range(6))
     assert kafka.values() == [value(o) for o in range(6)]
-    assert producer.exact_rows == [0, 1, 2]
+    assert producer.records.exact_rows == [0, 1, 2]
     assert (stats.aborted, stats.redos, stats.transactions) == (1, 1, 2)
 
 
 def test_at_least_once_redo_record_by_record_lasts_one_transaction_too(kafka):
     cfg = config(processing_guarantee="at_least_once", commit_every=3)
-    kafka.kept = producer = FakeProducer(kafka, None, initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, None, initialized=True)
     producer.fail["flush"] = [eos.DeliveryFailedError("delivery failed")]
     stats = run(cfg, range(6))
-    assert producer.exact_rows == [0, 1, 2], "only the failed transaction is redone record by record"
+    assert producer.records.exact_rows == [0, 1, 2], "only the failed transaction is redone record by record"
     assert kafka.offset_commits == [3, 6]
     # at_least_once has no transaction to abort: what was delivered before the failure is written again
     assert kafka.values() == [value(o) for o in (0, 1, 2, 0, 1, 2, 3, 4, 5)]
@@ -777,7 +617,7 @@ def dead_letter_config(**kw) -> eos.Config:
 
 def last_letter(kafka: FakeKafka) -> Output:
     """The last dead letter produced (committed or not)."""
-    return [out for topic, out in kafka.produced if topic == DLQ][-1]
+    return [p.out for p in kafka.produced if p.topic == DLQ][-1]
 
 
 def committed(kafka: FakeKafka, topic: str) -> list[int]:
@@ -857,7 +697,7 @@ def test_process_batch_returning_the_wrong_shape_is_not_a_bad_record(kafka):
 
 def test_a_record_the_client_refuses_becomes_a_dead_letter_and_a_missing_topic_does_not(kafka):
     cfg = dead_letter_config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     too_large = eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True)
     producer.fail_at_offset[1] = [too_large]
     stats = task(cfg).run([rows(range(3))])
@@ -865,7 +705,7 @@ def test_a_record_the_client_refuses_becomes_a_dead_letter_and_a_missing_topic_d
 
     kafka.outputs.clear()
     kafka.offsets.clear()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     missing = eos.ProduceError("output topic 'x' is not available", topic=IN, partition=0, offset=1)
     producer.fail_at_offset[1] = [missing]
     with pytest.raises(eos.ProduceError, match="not available"):
@@ -875,8 +715,8 @@ def test_a_record_the_client_refuses_becomes_a_dead_letter_and_a_missing_topic_d
 
 def test_a_delivery_refused_in_a_whole_record_batch_is_narrowed_then_dead_lettered(kafka):
     cfg = dead_letter_config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.undeliverable, producer.batch_refusal = {6}, True
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    producer.records.undeliverable, producer.records.batch_refusal = {6}, True
     stats = task(cfg).run([rows(range(10))])
     assert committed(kafka, "out") == [o for o in range(10) if o != 6]
     assert committed(kafka, DLQ) == [6]
@@ -885,7 +725,7 @@ def test_a_delivery_refused_in_a_whole_record_batch_is_narrowed_then_dead_letter
 
 def test_a_dead_letter_refused_too_fails_the_batch_naming_both_errors(kafka):
     cfg = dead_letter_config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     producer.fail_at_offset[1] = [
         eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True),
         eos.ProduceError("dead letter too large", topic=IN, partition=0, offset=1, poison=True),
@@ -900,7 +740,7 @@ def test_a_pass_through_value_refused_as_too_large_reaches_the_dead_letter_topic
     from confluent_kafka import KafkaError
 
     cfg = dead_letter_config()
-    kafka.kept = producer = FakeProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
     error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
     producer.fail_at_offset[1] = [
         eos.ProduceError("too large", topic=IN, partition=0, offset=1, poison=True, kafka_error=error)

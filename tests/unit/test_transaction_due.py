@@ -10,13 +10,7 @@ import eos
 from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
 from tests.support.configs import config as base_config
-
-
-class Producer:
-    in_transaction = False
-
-    def begin_transaction(self, log=None) -> None:
-        self.in_transaction = True
+from tests.support.producers import FakeOutputProducer
 
 
 class State:
@@ -35,7 +29,7 @@ def scope(cfg: eos.Config) -> PartitionScope:
 
 
 def test_due_after_commit_every_records():
-    transaction = Transaction(scope(config(commit_every=3)), Producer())
+    transaction = Transaction(scope(config(commit_every=3)), FakeOutputProducer())
     for offset in range(2):
         transaction.mark(offset, 1, 1)
         assert not transaction.due()
@@ -44,7 +38,7 @@ def test_due_after_commit_every_records():
 
 
 def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
-    transaction = Transaction(scope(config(commit_max_bytes=1_000)), Producer())
+    transaction = Transaction(scope(config(commit_max_bytes=1_000)), FakeOutputProducer())
     transaction.mark(0, 1, 1)
     transaction.input_bytes += 999
     assert not transaction.due()
@@ -55,7 +49,7 @@ def test_due_once_the_input_held_for_a_redo_reaches_commit_max_bytes():
 def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr("eos._core._transaction.time.monotonic", lambda: now[0])
-    transaction = Transaction(scope(config(commit_interval_ms=500)), Producer())
+    transaction = Transaction(scope(config(commit_interval_ms=500)), FakeOutputProducer())
     transaction.mark(0, 1, 1)
     assert not transaction.due()
     now[0] += 0.5
@@ -65,7 +59,7 @@ def test_due_once_the_transaction_is_older_than_commit_interval(monkeypatch):
 def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
     state = State()
     transaction = Transaction(
-        scope(config(commit_every=1_000_000, state_buffer_max_keys=100)), Producer(), state=state
+        scope(config(commit_every=1_000_000, state_buffer_max_keys=100)), FakeOutputProducer(), state=state
     )
     transaction.mark(0, 1, 1)
     state.keys = 99
@@ -75,7 +69,7 @@ def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
 
 
 def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
-    eos_producer, alo_producer = Producer(), Producer()
+    eos_producer, alo_producer = FakeOutputProducer(), FakeOutputProducer()
     Transaction(scope(config()), eos_producer)
     Transaction(scope(base_config()), alo_producer)
     assert eos_producer.in_transaction and not alo_producer.in_transaction
