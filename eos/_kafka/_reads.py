@@ -1,10 +1,12 @@
 """Reads by assignment that commit nothing: what a task needs to know of its input beyond the rows it
 was handed (`unseen_record`, step 3a of docs/protocol.md), and reads of a whole topic to its end
-(`read_to_end`): `eos dlq` reads the dead-letter topic so (`GroupReader`).
+(`read_to_end`): `eos dlq` reads the dead-letter topic so (`GroupReader`), `eos.testing` an output
+topic (`whole_topic`).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -126,3 +128,36 @@ class GroupReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def whole_topic(
+    bootstrap: str, topic: str, isolation: str, waiting: set[int], *, to_end: bool, timeout: float
+) -> Iterator[Message]:
+    """Every record of `topic` from offset 0, read by a consumer of `bootstrap` alone, in a group of its
+    own that commits nothing (`eos.testing.read_topic`). `waiting` is filled with the topic's
+    partitions; one is done at its end as of the start (`to_end`), else where the caller discards it
+    (at its marker); what is left after `timeout` was not done. Raises what confluent-kafka raises, as
+    eos.testing always has."""
+    consumer = Consumer(
+        _clients.with_logger(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"eos-verify-{uuid.uuid4().hex}",
+                "isolation.level": isolation,
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = None
+        if to_end:
+            ends = {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+            }
+        waiting.update(partitions)
+        yield from read_to_end(consumer, topic, dict.fromkeys(partitions, 0), waiting, ends, timeout)
+    finally:
+        consumer.close()

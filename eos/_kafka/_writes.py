@@ -1,7 +1,10 @@
 """Writes outside a partition task: `eos dlq replay`'s transactional copy of what a `GroupReader` read
-(`TransactionalCopier`)."""
+(`TransactionalCopier`), and `eos.testing`'s input and markers (`PlainProducer`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -59,3 +62,23 @@ class TransactionalCopier:
             what="commit_transaction",
             timeout_s=self.timeout,
         )
+
+
+class PlainProducer:
+    """A producer of `bootstrap` alone (no Config: eos.testing works against any cluster), not
+    transactional. Raises what confluent-kafka raises, as eos.testing always has."""
+
+    def __init__(self, bootstrap: str, settings: Mapping[str, Any] | None = None) -> None:
+        self._producer = Producer(_clients.with_logger({"bootstrap.servers": bootstrap, **(settings or {})}))
+
+    def partitions(self, topic: str, timeout: float) -> list[int]:
+        return list(self._producer.list_topics(topic, timeout=timeout).topics[topic].partitions)
+
+    def produce(
+        self, topic: str, value: bytes, key: bytes | None = None, partition: int = -1, headers=None
+    ) -> None:
+        _produce(self._producer, topic, value, key, partition, headers)
+
+    def flush(self, timeout: float) -> int:
+        """Wait for delivery; how many records are still undelivered after `timeout`."""
+        return self._producer.flush(timeout)
