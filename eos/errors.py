@@ -8,6 +8,7 @@
     ├── TopicNotFoundError      an input or output topic does not exist; raised before any transaction
     ├── ForeignOffsetError      the group's committed input offset was not committed by this app;
     │                           raised before anything of that input partition is written or skipped
+    ├── GroupNotEmptyError      the broker refused to change a group's offsets: the group has members
     ├── ChangelogError          a state store's changelog topic cannot back it (too few partitions,
     │                           not compacted); raised before the store is used
     ├── StoreLockedError        another process holds a state store's lock beyond the deadline
@@ -101,6 +102,11 @@ class ForeignOffsetError(EosError):
         self.partition = partition
         self.offset = offset
         super().__init__(message)
+
+
+class GroupNotEmptyError(EosError):
+    """The broker refused to change a consumer group's offsets: the group has members (a consumer
+    joined it, or it is rebalancing). `eos offsets reset` exits 5 (refused) on it."""
 
 
 class ChangelogError(EosError):

@@ -7,16 +7,14 @@ own pipelines.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos._kafka._clients import with_logger
+from eos._kafka import _admin, _reads
+from eos._kafka._writes import PlainProducer
 
 __all__ = [
     "MARKER_HEADER",
@@ -43,25 +41,7 @@ def create_topic(
     bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:
     """Create a topic (replication factor: the brokers' default.replication.factor) and wait for leaders."""
-    admin = AdminClient(with_logger({"bootstrap.servers": bootstrap}))
-    futures = admin.create_topics([NewTopic(name, partitions, -1, config=dict(config or {}))])
-    try:
-        futures[name].result(timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # wait until every partition has a leader
-        md = admin.list_topics(name, timeout=5).topics.get(name)
-        if (
-            md is not None
-            and md.error is None
-            and len(md.partitions) == partitions
-            and all(p.leader >= 0 for p in md.partitions.values())
-        ):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
+    _admin.create_topic(bootstrap, name, partitions, config, timeout)
 
 
 def seq_value(topic: str, partition: int, seq: int) -> bytes:
@@ -80,19 +60,12 @@ def produce_sequence(
     bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0
 ) -> dict[int, list[bytes]]:
     """Write `per_partition` records with unique, increasing sequence ids to each partition."""
-    producer = Producer(
-        with_logger({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    )
+    producer = PlainProducer(bootstrap, {"enable.idempotence": True, "linger.ms": 20})
     sent: dict[int, list[bytes]] = defaultdict(list)
     for seq in range(start, start + per_partition):
         for partition in range(partitions):
             value = seq_value(topic, partition, seq)
-            while True:
-                try:
-                    producer.produce(topic, value, key=f"k{seq % 97}".encode(), partition=partition)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
+            producer.produce(topic, value, key=f"k{seq % 97}".encode(), partition=partition)
             sent[partition].append(value)
     if producer.flush(60):
         raise RuntimeError("input records not delivered")
@@ -114,9 +87,8 @@ def write_markers(bootstrap: str, topic: str) -> str:
     A read_committed reader sees a marker only once every transaction before it has ended.
     """
     marker = uuid.uuid4().hex
-    producer = Producer(with_logger({"bootstrap.servers": bootstrap}))
-    md = producer.list_topics(topic, timeout=10).topics[topic]
-    for partition in md.partitions:
+    producer = PlainProducer(bootstrap)
+    for partition in producer.partitions(topic, timeout=10):
         producer.produce(topic, b"", partition=partition, headers=[(MARKER_HEADER, marker.encode())])
     if producer.flush(30):
         raise RuntimeError("markers not delivered")
@@ -135,49 +107,18 @@ def read_topic(
     Returns the records (markers left out) and the partitions where the marker never became visible
     within `timeout` (a hanging transaction), or where the end was not reached.
     """
-    consumer = Consumer(
-        with_logger(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"eos-verify-{uuid.uuid4().hex}",
-                "isolation.level": isolation,
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "auto.offset.reset": "earliest",
-            }
-        )
-    )
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics[topic]
-        partitions = sorted(md.partitions)
-        high = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records: list[OutputRecord] = []
-        waiting = set(partitions)
-        deadline = time.monotonic() + timeout
-        while waiting and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    if marker is None and msg.offset() >= high[msg.partition()]:
-                        waiting.discard(msg.partition())
-                    continue
-                raise KafkaException(msg.error())
-            headers = tuple(msg.headers() or ())
-            if any(k == MARKER_HEADER for k, _ in headers):
-                if marker is not None and any(
-                    k == MARKER_HEADER and v == marker.encode() for k, v in headers
-                ):
-                    waiting.discard(msg.partition())
-                continue
-            records.append(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
-        return records, sorted(waiting)
-    finally:
-        consumer.close()
+    records: list[OutputRecord] = []
+    waiting: set[int] = set()
+    for msg in _reads.whole_topic(
+        bootstrap, topic, isolation, waiting, to_end=marker is None, timeout=timeout
+    ):
+        headers = tuple(msg.headers() or ())
+        if any(k == MARKER_HEADER for k, _ in headers):
+            if marker is not None and any(k == MARKER_HEADER and v == marker.encode() for k, v in headers):
+                waiting.discard(msg.partition())
+            continue
+        records.append(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
+    return records, sorted(waiting)
 
 
 @attrs.frozen

@@ -1,5 +1,6 @@
 """The Kafka client layer: the only code that imports confluent_kafka or reads its error codes.
 
 Everything above it (the per-partition core, the Spark entry points, the CLI) calls these modules and
-sees only `eos.errors` types; `_translate.py` is where confluent-kafka's errors become them.
+sees only `eos.errors` types; `_translate.py` is where confluent-kafka's errors become them. (The public
+`eos.testing` sees confluent-kafka's own exceptions, as it always has.)
 """

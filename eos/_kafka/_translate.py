@@ -9,14 +9,14 @@ inside `call` (retried) or `translating` (not retried), and only `eos.errors` ty
     reach(fn, what, ...)      metadata calls that establish whether a broker answers at all: refused
                               credentials and an unreachable cluster get errors of their own
 
-Within the Kafka client layer (this module, `_producer`, `_rdkafka`, `_clients`, `_offsets`,
-`_cluster`, `_schemas`: the modules `make lint` lets import confluent_kafka) these are the functions
-that classify an error. The producer's hot loop catches KafkaException around `produce()` itself (a
-with-block per record costs) and hands it here, and matches the codes of a missing topic; `_rdkafka.py`
-reads librdkafka's codes from its message array (a full queue is not an error there) and hands the
-others here as KafkaError. Outside the layer, `_input`, `_parts`, `state/_changelog`, `testing` and the
-CLI's `_broker` / `_dlq` still read Kafka and compare codes themselves (pyproject.toml lists them as the
-import contract's exceptions, to be moved behind this layer).
+Within the Kafka client layer (eos/_kafka: the only package `make lint` lets import confluent_kafka)
+these are the functions that classify an error. The producer's hot loop catches KafkaException around
+`produce()` itself (a with-block per record costs) and hands it here, and matches the codes of a
+missing topic; `_rdkafka.py` reads librdkafka's codes from its message array (a full queue is not an
+error there) and hands the others here as KafkaError; `_admin.py` makes the CLI's admin answers the
+errors the CLI turns into exit codes. The helpers of the public `eos.testing` (`_admin.create_topic`,
+`_reads.whole_topic`, `_writes.PlainProducer`) raise confluent-kafka's own exceptions, as it always has.
+Nothing outside the layer reads Kafka or compares its codes.
 """
 
 from __future__ import annotations

@@ -1,91 +1,71 @@
 """The broker side of the `eos` command: the group's offsets, log offsets, the checks that refuse an
-offset reset while the query runs, and Kafka's own `TransactionsCommand` run from the fetched jars.
+offset reset while the query runs (through `eos._kafka._admin`), and Kafka's own `TransactionsCommand`
+run from the fetched jars.
 
 Every call is bounded by `--timeout`; a broker that does not answer is exit code 4, never a hang.
+`exit_codes` is where the Kafka layer's errors become the CLI's exit codes.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaTP
-from confluent_kafka.admin import OffsetSpec
-
-from eos._kafka import _clients, _offsets, _topics
-from eos._kafka._translate import kafka_error_of
+from eos._kafka import _admin, _clients, _offsets, _topics
 from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
 from eos.cli._tools import tools_classpath
 from eos.config import Config
-from eos.errors import AuthenticationError, BrokerUnreachableError
+from eos.errors import BrokerUnreachableError, EosError, GroupNotEmptyError
 
 TP = tuple[str, int]
 
-_UNREACHABLE_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 # Transaction states in which a transaction is open (its offsets may still be committed).
 OPEN_TRANSACTION_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 
 
+@contextlib.contextmanager
+def exit_codes() -> Iterator[None]:
+    """The Kafka layer's errors as CliError, their messages kept: no broker answered exit code 4, the
+    broker refused to change a group that has members 5, anything else 1."""
+    try:
+        yield
+    except CliError:
+        raise
+    except BrokerUnreachableError as exc:
+        raise CliError(EXIT_UNREACHABLE, str(exc)) from None
+    except GroupNotEmptyError as exc:
+        raise CliError(EXIT_REFUSED, str(exc)) from None
+    except EosError as exc:
+        raise CliError(EXIT_ERROR, str(exc)) from None
+
+
 class Broker:
-    """The CLI's view of the cluster, through the admin client eos builds from `Config`."""
+    """The CLI's view of the cluster: `eos._kafka._admin.Admin`'s calls, their errors as CliError."""
 
     def __init__(self, config: Config, timeout: float, java_settings: dict[str, str] | None = None) -> None:
         self.config = config
         self.timeout = timeout
         #: --command-config as written (Java names), for Kafka's own tools
         self.java_settings = dict(java_settings or {})
-        self._ready: set[str] = set()  # groups whose coordinator has answered
+        self._admin = _admin.Admin(config, timeout)
 
     def transactions(self, args: list[str]) -> str:
         """Kafka's `TransactionsCommand <args>` against this cluster (see `transactions_command`)."""
         return transactions_command(self.config, args, self.timeout, self.java_settings)
-
-    @property
-    def admin(self):
-        return _clients.admin(self.config)  # cached per settings by eos._kafka._clients; created on first use
-
-    def _wait(self, future: concurrent.futures.Future, what: str, *, absent=(), refused=()):
-        """The future's result, its failure mapped to an exit code: `absent` error codes give None,
-        `refused` ones exit code 5, a timeout exit code 4, anything else exit code 1."""
-        try:
-            return future.result(timeout=self.timeout + 1)
-        except concurrent.futures.TimeoutError:
-            raise CliError(
-                EXIT_UNREACHABLE, f"{what}: no answer from the broker within {self.timeout:g}s"
-            ) from None
-        except KafkaException as exc:
-            err = kafka_error_of(exc)
-            code = err.code() if err is not None else None
-            detail = err.str() if err is not None else str(exc)
-            if code in absent:
-                return None
-            if code in refused:
-                raise CliError(EXIT_REFUSED, f"{what}: refused by the broker: {detail}") from None
-            if code in _UNREACHABLE_CODES:
-                raise CliError(
-                    EXIT_UNREACHABLE, f"{what}: no answer from the broker within {self.timeout:g}s ({detail})"
-                ) from None
-            raise CliError(EXIT_ERROR, f"{what}: {detail}") from None
 
     # -- metadata -------------------------------------------------------------------------------------
 
     def partitions(self, topics: Iterable[str] = ()) -> dict[str, int]:
         """Partition count of each existing topic among `topics`. Also the reachability check: raises
         exit code 4 if no broker answers within the timeout."""
-        try:
+        with exit_codes():
             return _topics.partitions(self.config, list(topics))
-        except BrokerUnreachableError as exc:
-            raise CliError(EXIT_UNREACHABLE, str(exc)) from None
-        except AuthenticationError as exc:
-            raise CliError(EXIT_ERROR, str(exc)) from None
 
     def require_topics(self, topics: Iterable[str]) -> dict[str, int]:
         topics = list(dict.fromkeys(topics))
@@ -97,155 +77,39 @@ class Broker:
 
     # -- offsets --------------------------------------------------------------------------------------
 
-    def _coordinator_ready(self, group: str) -> None:
-        """Wait until the group's coordinator answers DescribeGroups. librdkafka's admin
-        ListConsumerGroupOffsets crashes the process (SIGSEGV, librdkafka issue 5040) when the broker
-        answers it NOT_COORDINATOR, as a just-started broker does while it loads __consumer_offsets;
-        eos's runtime reads offsets through a consumer instead (`eos._kafka._offsets`), but listing *every*
-        partition of a group needs the admin call, so the CLI first lets the coordinator settle."""
-        if group in self._ready:
-            return
-        settling = {
-            KafkaError.NOT_COORDINATOR,
-            KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-            KafkaError.COORDINATOR_NOT_AVAILABLE,
-        }
-        deadline = time.monotonic() + self.timeout
-        while True:
-            future = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)[group]
-            try:
-                future.result(timeout=self.timeout + 1)
-                break
-            except KafkaException as exc:
-                err = kafka_error_of(exc)
-                if err is None or err.code() not in settling or time.monotonic() > deadline:
-                    break  # not a settling coordinator: the call that follows reports what is wrong
-            except concurrent.futures.TimeoutError:
-                break
-            time.sleep(0.2)
-        self._ready.add(group)
-
     def committed(self, group: str) -> dict[TP, int]:
-        """Every partition the group has a committed offset for (the last committed offset; pending
-        transactional offsets are not included)."""
-        self._coordinator_ready(group)
-        futures = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
-        )
-        result = self._wait(futures[group], f"reading the committed offsets of group {group!r}")
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+        with exit_codes():
+            return self._admin.committed(group)
 
     def committed_metadata(self, group: str, topic: str, partitions: int) -> dict[int, tuple[int, str]]:
-        """The group's committed offset and its metadata for each partition of `topic` that has one."""
-        self._coordinator_ready(group)
-        request = [KafkaTP(topic, p) for p in range(partitions)]
-        futures = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, request)], request_timeout=self.timeout
-        )
-        result = self._wait(futures[group], f"reading the committed offsets of group {group!r}")
-        return {tp.partition: (tp.offset, tp.metadata) for tp in result.topic_partitions if tp.offset >= 0}
+        with exit_codes():
+            return self._admin.committed_metadata(group, topic, partitions)
 
     def unstable(self, group: str, tps: Iterable[TP]) -> list[TP]:
-        """Partitions for which an open transaction holds offsets for the group (require_stable:
-        the broker answers UNSTABLE_OFFSET_COMMIT instead of an offset that may be about to change)."""
-        request = [KafkaTP(t, p) for t, p in sorted(set(tps))]
-        if not request:
-            return []
-        self._coordinator_ready(group)
-        futures = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, request)], require_stable=True, request_timeout=self.timeout
-        )
-        try:
-            result = futures[group].result(timeout=self.timeout + 1)
-        except concurrent.futures.TimeoutError:
-            return sorted(set(tps))  # no stable answer within the timeout: treat as pending
-        except KafkaException as exc:
-            err = kafka_error_of(exc)
-            if err is not None and err.code() in (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT):
-                return sorted(set(tps))
-            raise CliError(EXIT_ERROR, f"reading stable offsets of group {group!r}: {exc}") from None
-        out = []
-        for tp in result.topic_partitions:
-            if tp.error is None:
-                continue
-            if tp.error.code() in (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError._TIMED_OUT):
-                out.append((tp.topic, tp.partition))
-            else:
-                raise CliError(
-                    EXIT_ERROR,
-                    f"reading the offset of {tp.topic}/{tp.partition} for group {group!r}: {tp.error.str()}",
-                )
-        return sorted(out)
+        with exit_codes():
+            return self._admin.unstable(group, tps)
 
     def log_offsets(
         self, tps: Iterable[TP], which: str, committed_only: bool = False
     ) -> dict[TP, int | None]:
-        """Earliest or latest offset per partition (None where the partition does not exist).
-
-        latest with `committed_only`: the last stable offset, where a read_committed reader stops (an
-        open transaction on the partition holds it below the log end)."""
-        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        request = {KafkaTP(t, p): spec for t, p in set(tps)}
-        if not request:
-            return {}
-        isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
-        futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
-        out: dict[TP, int | None] = {}
-        missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-        for tp, future in futures.items():
-            info = self._wait(future, f"listing the offsets of {tp.topic}/{tp.partition}", absent=missing)
-            out[(tp.topic, tp.partition)] = None if info is None else info.offset
-        return out
+        with exit_codes():
+            return self._admin.log_offsets(tps, which, committed_only)
 
     def offsets_for_time(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int | None]:
-        """Per partition, the first offset whose record timestamp is >= `timestamp_ms` (-1 where no
-        record is that late; None where the partition does not exist): ListOffsets by timestamp, read
-        committed, as kafka-consumer-groups --to-datetime."""
-        request = {KafkaTP(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in set(tps)}
-        if not request:
-            return {}
-        futures = self.admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
-        )
-        out: dict[TP, int | None] = {}
-        missing = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
-        for tp, future in futures.items():
-            info = self._wait(
-                future, f"looking up the offset at a time of {tp.topic}/{tp.partition}", absent=missing
-            )
-            out[(tp.topic, tp.partition)] = None if info is None else info.offset
-        return out
+        with exit_codes():
+            return self._admin.offsets_for_time(tps, timestamp_ms)
 
     # -- the group ------------------------------------------------------------------------------------
 
     def members(self, group: str) -> list[str]:
-        """The group's live members, as "client_id@host"."""
-        futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
-        description = self._wait(
-            futures[group], f"describing group {group!r}", absent={KafkaError.GROUP_ID_NOT_FOUND}
-        )
-        return [] if description is None else [f"{m.client_id}@{m.host}" for m in description.members]
+        with exit_codes():
+            return self._admin.members(group)
 
     def alter(self, group: str, offsets: dict[TP, int]) -> None:
-        """Set the group's offsets, stamped as set by an operator (`eos._kafka._offsets.cli_stamp`), which the
-        app accepts as its own."""
-        metadata = _offsets.cli_stamp(group)
-        request = [
-            ConsumerGroupTopicPartitions(
-                group, [KafkaTP(t, p, o, metadata) for (t, p), o in sorted(offsets.items())]
-            )
-        ]
-        futures = self.admin.alter_consumer_group_offsets(request, request_timeout=self.timeout)
-        what = f"changing the offsets of group {group!r}"
-        # A member that joined since the checks: the broker refuses to change a non-empty group's offsets.
-        refused = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.NON_EMPTY_GROUP}
-        result = self._wait(futures[group], what, refused=refused)
-        failed = [tp for tp in result.topic_partitions if tp.error is not None]
-        if any(tp.error.code() in refused for tp in failed):
-            raise CliError(EXIT_REFUSED, f"{what}: refused by the broker: {failed[0].error.str()}")
-        if failed:
-            detail = "; ".join(f"{tp.topic}/{tp.partition}: {tp.error.str()}" for tp in failed)
-            raise CliError(EXIT_ERROR, f"{what} failed for {detail}")
+        """Set the group's offsets, stamped as set by an operator (`eos._kafka._offsets.cli_stamp`), which
+        the app accepts as its own."""
+        with exit_codes():
+            self._admin.alter(group, offsets, _offsets.cli_stamp(group))
 
 
 # -- Kafka's TransactionsCommand ----------------------------------------------------------------------

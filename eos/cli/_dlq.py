@@ -8,18 +8,15 @@ eos's tasks do: a replay that fails or is killed and is run again copies nothing
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-
 from eos._core import _deadletter
-from eos._kafka import _clients, _translate
+from eos._kafka._reads import GroupReader
+from eos._kafka._writes import TransactionalCopier
 from eos.cli._args import Leaf, subcommands
-from eos.cli._base import EXIT_OK, EXIT_UNREACHABLE, CliError, format_table, print_json
-from eos.cli._broker import Broker
+from eos.cli._base import EXIT_OK, format_table, print_json
+from eos.cli._broker import Broker, exit_codes
 from eos.config import Config
 
 #: dead letters copied per replay transaction
@@ -56,41 +53,8 @@ def default_group(topic: str) -> str:
     return f"eos-dlq-replay.{topic}"
 
 
-def _consumer(config: Config, group: str) -> Consumer:
-    settings = _clients.consumer_settings(config, **{"group.id": group, "enable.partition.eof": True})
-    with _translate.translating("creating the dead-letter consumer"):
-        return Consumer(_clients.with_logger(settings))
-
-
-def _letters(
-    consumer: Consumer, topic: str, partitions: int, start: dict[int, int], timeout: float
-) -> Iterator:
-    """The committed records of `topic` from `start` (per partition; else the beginning) to its end,
-    per partition in offset order. read_committed: the end is the last stable offset (what an open
-    transaction wrote above it is not returned)."""
-    ends = {}
-    for p in range(partitions):
-        with _translate.translating(f"reading the end of {topic}/{p}"):
-            ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-    waiting = {p for p in range(partitions) if start.get(p, 0) < ends[p]}
-    consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in range(partitions)])
-    deadline = time.monotonic() + timeout
-    while waiting:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if time.monotonic() > deadline:
-                raise CliError(
-                    EXIT_UNREACHABLE,
-                    f"reading {topic}: no record within {timeout:g}s of partitions {sorted(waiting)}",
-                )
-            continue
-        deadline = time.monotonic() + timeout
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                waiting.discard(msg.partition())
-                continue
-            raise _translate.translate_error(msg.error(), f"reading {topic}")
-        yield msg
+def _reader(config: Config, group: str) -> GroupReader:
+    return GroupReader(config, group, "the dead-letter consumer")
 
 
 def _errors(msg) -> dict[str, str]:
@@ -105,25 +69,26 @@ def _errors(msg) -> dict[str, str]:
 def cmd_dlq_show(args, config: Config, broker: Broker) -> int:
     """Dead letters grouped by error: how many, the input records they came from, the first message."""
     count = broker.require_topics([args.topic])[args.topic]
-    consumer = _consumer(config, default_group(args.topic))
+    reader = _reader(config, default_group(args.topic))
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     others = 0
     try:
-        for msg in _letters(consumer, args.topic, count, {}, args.timeout):
-            e = _errors(msg)
-            if "kind" not in e:
-                others += 1  # not written by eos: no __eos.errors.* headers
-                continue
-            key = (e.get("exception", "?"), e.get("kind", "?"), e.get("topic", "?"))
-            at = f"{e.get('partition', '?')}@{e.get('offset', '?')}"
-            group = groups.setdefault(
-                key, {"count": 0, "first": at, "message": e.get("message", ""), "batches": Counter()}
-            )
-            group["count"] += 1
-            group["last"] = at
-            group["batches"][e.get("batch.id", "?")] += 1
+        with exit_codes():  # no record within --timeout: exit code 4
+            for msg in reader.records(args.topic, count, {}, args.timeout):
+                e = _errors(msg)
+                if "kind" not in e:
+                    others += 1  # not written by eos: no __eos.errors.* headers
+                    continue
+                key = (e.get("exception", "?"), e.get("kind", "?"), e.get("topic", "?"))
+                at = f"{e.get('partition', '?')}@{e.get('offset', '?')}"
+                group = groups.setdefault(
+                    key, {"count": 0, "first": at, "message": e.get("message", ""), "batches": Counter()}
+                )
+                group["count"] += 1
+                group["last"] = at
+                group["batches"][e.get("batch.id", "?")] += 1
     finally:
-        consumer.close()
+        reader.close()
     rows = sorted(groups.items(), key=lambda item: -item[1]["count"])
     if args.json:
         print_json(
@@ -167,40 +132,34 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     count = broker.require_topics([args.topic, args.to])[args.topic]
     group = args.group or default_group(args.topic)
     committed = {tp[1]: offset for tp, offset in broker.committed(group).items() if tp[0] == args.topic}
-    consumer = _consumer(config, group)
-    producer = None
+    reader = _reader(config, group)
+    copier = None
     copied, valueless, others, chunk = 0, 0, 0, 0
     try:
-        if args.execute:
-            settings = _clients.producer_settings(config, group)
-            with _translate.translating("creating the replay producer"):
-                producer = Producer(_clients.with_logger(settings))
-            _translate.call(
-                lambda: producer.init_transactions(args.timeout),
-                what=f"init_transactions ({group})",
-                timeout_s=args.timeout,
-            )
-        for msg in _letters(consumer, args.topic, count, committed, args.timeout):
-            if producer is not None and chunk == 0:
-                _translate.call(producer.begin_transaction, what="begin_transaction", timeout_s=args.timeout)
-            chunk += 1
-            headers = msg.headers() or []
-            if not any(k == _deadletter.KIND for k, _ in headers):
-                others += 1  # not an eos dead letter
-            elif any(k == _deadletter.VALUE_BYTES for k, _ in headers):
-                valueless += 1  # its value was left out (too large): nothing to replay
-            else:
-                if producer is not None:
-                    keep = [(k, v) for k, v in headers if not k.startswith(_deadletter.PREFIX)]
-                    _produce(producer, args.to, msg.value(), msg.key(), keep)
-                copied += 1
-            if producer is not None and chunk >= REPLAY_CHUNK:
-                _commit(producer, consumer, args.timeout)
-                chunk = 0
-        if producer is not None and chunk:
-            _commit(producer, consumer, args.timeout)
+        with exit_codes():  # no record within --timeout: exit code 4
+            if args.execute:
+                copier = TransactionalCopier(config, reader, args.timeout, "the replay producer")
+            for msg in reader.records(args.topic, count, committed, args.timeout):
+                if copier is not None and chunk == 0:
+                    copier.begin()
+                chunk += 1
+                headers = msg.headers() or []
+                if not any(k == _deadletter.KIND for k, _ in headers):
+                    others += 1  # not an eos dead letter
+                elif any(k == _deadletter.VALUE_BYTES for k, _ in headers):
+                    valueless += 1  # its value was left out (too large): nothing to replay
+                else:
+                    if copier is not None:
+                        keep = [(k, v) for k, v in headers if not k.startswith(_deadletter.PREFIX)]
+                        copier.produce(args.to, msg.value(), msg.key(), keep)
+                    copied += 1
+                if copier is not None and chunk >= REPLAY_CHUNK:
+                    copier.commit()  # the chunk's copies and the replay group's offsets
+                    chunk = 0
+            if copier is not None and chunk:
+                copier.commit()
     finally:
-        consumer.close()
+        reader.close()
     verb, dry = ("replayed", "") if args.execute else ("would replay", "; a dry run: add --execute")
     print(f"{verb} {copied} dead letters of {args.topic} to {args.to} (replay group {group}{dry})")
     if valueless:
@@ -208,25 +167,3 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     if others:
         print(f"{others} other records in {args.topic} are not eos dead letters and were not copied")
     return EXIT_OK
-
-
-def _produce(producer: Producer, topic: str, value, key, headers) -> None:
-    while True:
-        try:
-            producer.produce(topic, value, key, headers=headers or None)
-            return
-        except BufferError:
-            producer.poll(0.1)
-
-
-def _commit(producer: Producer, consumer: Consumer, timeout: float) -> None:
-    """The chunk's copies and the replay group's offsets, in one transaction."""
-    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-    _translate.call(
-        lambda: producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), timeout),
-        what="send_offsets_to_transaction",
-        timeout_s=timeout,
-    )
-    _translate.call(
-        lambda: producer.commit_transaction(timeout), what="commit_transaction", timeout_s=timeout
-    )

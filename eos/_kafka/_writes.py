@@ -1,0 +1,84 @@
+"""Writes outside a partition task: `eos dlq replay`'s transactional copy of what a `GroupReader` read
+(`TransactionalCopier`), and `eos.testing`'s input and markers (`PlainProducer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Producer
+
+from eos._kafka import _clients, _translate
+from eos._kafka._reads import GroupReader
+from eos.config import Config
+
+
+def _produce(producer: Producer, topic: str, value, key=None, partition: int = -1, headers=None) -> None:
+    """produce(), waiting while the client's queue is full (BufferError) rather than failing."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition=partition, headers=headers)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+class TransactionalCopier:
+    """A transactional producer whose transactions also commit `reader`'s positions for its group, as
+    eos's tasks commit their input offsets: a copy that fails or is killed and is run again copies
+    nothing twice. Its transactional.id is the group's; `what` names it in errors."""
+
+    def __init__(self, config: Config, reader: GroupReader, timeout: float, what: str) -> None:
+        self.reader = reader
+        self.timeout = timeout
+        settings = _clients.producer_settings(config, reader.group)
+        with _translate.translating(f"creating {what}"):
+            self._producer = Producer(_clients.with_logger(settings))
+        _translate.call(
+            lambda: self._producer.init_transactions(timeout),
+            what=f"init_transactions ({reader.group})",
+            timeout_s=timeout,
+        )
+
+    def begin(self) -> None:
+        _translate.call(self._producer.begin_transaction, what="begin_transaction", timeout_s=self.timeout)
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers) -> None:
+        with _translate.translating(f"producing to {topic!r}"):
+            _produce(self._producer, topic, value, key, headers=headers or None)
+
+    def commit(self) -> None:
+        """The open transaction's copies and the reader's positions, committed together."""
+        positions = self.reader.positions()
+        _translate.call(
+            lambda: self._producer.send_offsets_to_transaction(
+                positions, self.reader.group_metadata(), self.timeout
+            ),
+            what="send_offsets_to_transaction",
+            timeout_s=self.timeout,
+        )
+        _translate.call(
+            lambda: self._producer.commit_transaction(self.timeout),
+            what="commit_transaction",
+            timeout_s=self.timeout,
+        )
+
+
+class PlainProducer:
+    """A producer of `bootstrap` alone (no Config: eos.testing works against any cluster), not
+    transactional. Raises what confluent-kafka raises, as eos.testing always has."""
+
+    def __init__(self, bootstrap: str, settings: Mapping[str, Any] | None = None) -> None:
+        self._producer = Producer(_clients.with_logger({"bootstrap.servers": bootstrap, **(settings or {})}))
+
+    def partitions(self, topic: str, timeout: float) -> list[int]:
+        return list(self._producer.list_topics(topic, timeout=timeout).topics[topic].partitions)
+
+    def produce(
+        self, topic: str, value: bytes, key: bytes | None = None, partition: int = -1, headers=None
+    ) -> None:
+        _produce(self._producer, topic, value, key, partition, headers)
+
+    def flush(self, timeout: float) -> int:
+        """Wait for delivery; how many records are still undelivered after `timeout`."""
+        return self._producer.flush(timeout)
