@@ -236,28 +236,24 @@ class Bench:
     def row_eos_exactly_once_regrouped(self, out: str) -> dict:
         """Row 3 regrouped (shuffle and sort), its rows checked against eos_input: what a batch pays that
         the Kafka source split, or a shuffled or filtered query under Spark Connect."""
-        from eos._core import _input
-
-        sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
-
-        def regrouped(lineage, dtypes):
-            return _input.Provenance(column=_input.INPUT_COLUMN), True
-
-        with patched(sink, "input_provenance", regrouped):
-            return self._eos_row("eos_exactly_once_regrouped", out, "exactly_once")
+        return self._eos_row_by_column("eos_exactly_once_regrouped", out, regroup=True)
 
     def row_eos_exactly_once_input_column(self, out: str) -> dict:
         """Row 3 with the rows checked against eos_input (as Connect and format("eos") check them), not
         against the lineage, and not regrouped: the cost of carrying and comparing the column."""
+        return self._eos_row_by_column("eos_exactly_once_input_column", out, regroup=False)
+
+    def _eos_row_by_column(self, name: str, out: str, regroup: bool) -> dict:
+        """Row 3 with the sink's D3 decision replaced: rows proven by eos_input, regrouped or not."""
         from eos._core import _input
 
         sink = importlib.import_module("eos.sink")  # the module (`eos.sink` is the function)
 
         def by_column(lineage, dtypes):
-            return _input.Provenance(column=_input.INPUT_COLUMN), False
+            return _input.Provenance(column=_input.INPUT_COLUMN), regroup
 
         with patched(sink, "input_provenance", by_column):
-            return self._eos_row("eos_exactly_once_input_column", out, "exactly_once")
+            return self._eos_row(name, out, "exactly_once")
 
     def row_eos_exactly_once_unchecked(self, out: str) -> dict:
         """Row 3 with no input-coordinate check at all (eos before step 0): what rows 3 and 3i cost
