@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
 
-from eos._kafka import _admin, _reads
+from eos._kafka import _reads, _topics
 from eos._kafka._writes import PlainProducer
 
 __all__ = [
@@ -41,7 +41,7 @@ def create_topic(
     bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, timeout: float = 30
 ) -> None:
     """Create a topic (replication factor: the brokers' default.replication.factor) and wait for leaders."""
-    _admin.create_topic(bootstrap, name, partitions, config, timeout)
+    _topics.create_bare(bootstrap, name, partitions, config, timeout)
 
 
 def seq_value(topic: str, partition: int, seq: int) -> bytes:

@@ -1,6 +1,5 @@
 """Admin calls outside a query: those of the `eos` command (`Admin`: a group's committed offsets read,
-checked for open transactions and changed, log offsets, the group's members) and `eos.testing`'s
-topic creation (`create_topic`).
+checked for open transactions and changed, log offsets, the group's members). Topics are `_topics.py`'s.
 
 Every call of `Admin` is bounded by the command's timeout and fails with an `eos.errors` type whose
 message names the call, as the CLI prints it: BrokerUnreachableError where no broker answered in time,
@@ -16,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTP
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from eos._kafka import _clients
 from eos._kafka._translate import kafka_error_of
@@ -221,30 +220,3 @@ class Admin:
             futures[group], f"describing group {group!r}", absent={KafkaError.GROUP_ID_NOT_FOUND}
         )
         return [] if description is None else [f"{m.client_id}@{m.host}" for m in description.members]
-
-
-def create_topic(
-    bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None, timeout: float
-) -> None:
-    """Create a topic through an admin client of `bootstrap` alone and wait until every partition has a
-    leader (`eos.testing.create_topic`). Raises what confluent-kafka raises, as eos.testing always has;
-    a topic that exists already is not an error."""
-    admin = AdminClient(_clients.with_logger({"bootstrap.servers": bootstrap}))
-    futures = admin.create_topics([NewTopic(name, partitions, -1, config=dict(config or {}))])
-    try:
-        futures[name].result(timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # wait until every partition has a leader
-        md = admin.list_topics(name, timeout=5).topics.get(name)
-        if (
-            md is not None
-            and md.error is None
-            and len(md.partitions) == partitions
-            and all(p.leader >= 0 for p in md.partitions.values())
-        ):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")

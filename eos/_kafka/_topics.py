@@ -7,10 +7,10 @@ and the progress topic of `input_mode="any"` (docs/protocol.md, "Any DataFrame")
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AclOperation, NewPartitions, NewTopic
+from confluent_kafka.admin import AclOperation, AdminClient, NewPartitions, NewTopic
 
 from eos import _names
 from eos._kafka import _clients, _translate
@@ -103,26 +103,52 @@ def await_leaders(config: Config, name: str) -> None:
     timeout = config.operation_timeout_ms / 1000
     deadline = _translate.Deadline(timeout)
     while not deadline.expired():
-        md = _translate.call(
-            lambda: admin.list_topics(name, timeout=timeout).topics.get(name),
-            what=f"reading the metadata of {name!r}",
-            timeout_s=timeout,
-        )
-        if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
+        if _translate.call(
+            lambda: _led(admin, name, timeout), what=f"reading the metadata of {name!r}", timeout_s=timeout
+        ):
             return
         time.sleep(0.1)
 
 
-def _existing(futures, name: str, timeout: float) -> None:
-    """Wait for a create_topics / create_partitions future; "already so" is no error."""
+def create_bare(
+    bootstrap: str, name: str, partitions: int, settings: Mapping[str, str] | None, timeout: float
+) -> None:
+    """`eos.testing.create_topic`: `create` and `await_leaders` through an admin client of `bootstrap`
+    alone, raising what confluent-kafka raises (as eos.testing always has), TimeoutError where the
+    leaders do not come."""
+    admin = AdminClient(_clients.with_logger({"bootstrap.servers": bootstrap}))
+    new = NewTopic(name, partitions, -1, config=dict(settings or {}))
+    _existing(admin.create_topics([new]), name, timeout, ignore={KafkaError.TOPIC_ALREADY_EXISTS})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _led(admin, name, 5, partitions):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name} has no leaders after {timeout}s")
+
+
+def _led(admin: AdminClient, name: str, timeout: float, partitions: int | None = None) -> bool:
+    """Whether `name`'s metadata shows it (with `partitions` partitions, where given), every partition
+    with a leader."""
+    md = admin.list_topics(name, timeout=timeout).topics.get(name)
+    return (
+        md is not None
+        and md.error is None
+        and (partitions is None or len(md.partitions) == partitions)
+        and all(p.leader >= 0 for p in md.partitions.values())
+    )
+
+
+_EXISTS = frozenset({KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS})
+
+
+def _existing(futures, name: str, timeout: float, ignore: Collection[int] = _EXISTS) -> None:
+    """Wait for a create_topics / create_partitions future; "already so" (`ignore`) is no error."""
     try:
         futures[name].result(timeout)
     except KafkaException as exc:
         error = _translate.kafka_error_of(exc)
-        if error is None or error.code() not in (
-            KafkaError.TOPIC_ALREADY_EXISTS,
-            KafkaError.INVALID_PARTITIONS,
-        ):
+        if error is None or error.code() not in ignore:
             raise
 
 

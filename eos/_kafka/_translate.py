@@ -14,7 +14,7 @@ these are the functions that classify an error. The producer's hot loop catches 
 `produce()` itself (a with-block per record costs) and hands it here, and matches the codes of a
 missing topic; `_rdkafka.py` reads librdkafka's codes from its message array (a full queue is not an
 error there) and hands the others here as KafkaError; `_admin.py` makes the CLI's admin answers the
-errors the CLI turns into exit codes. The helpers of the public `eos.testing` (`_admin.create_topic`,
+errors the CLI turns into exit codes. The helpers of the public `eos.testing` (`_topics.create_bare`,
 `_reads.whole_topic`, `_writes.PlainProducer`) raise confluent-kafka's own exceptions, as it always has.
 Nothing outside the layer reads Kafka or compares its codes.
 """
