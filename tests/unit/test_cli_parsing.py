@@ -1,6 +1,6 @@
 """The `eos` command without a broker: argument parsing and its exit code 2, the --to offset spec,
 table formatting, the Config the clients are built from, the Java tool's settings file, and the local
-state scan and wipe (with the real store files and locks of eos._store)."""
+state scan and wipe (with the real store files and locks of eos.state._sqlite)."""
 
 from __future__ import annotations
 

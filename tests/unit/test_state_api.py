@@ -1,5 +1,5 @@
 """eos.state: the serdes, StoreSpec, and the `Store` / `State` view that `process` receives, over a real
-`eos._store.PartitionStore` (SQLite in tmp_path). No broker."""
+`eos.state._sqlite.PartitionStore` (SQLite in tmp_path). No broker."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""eos._store.PartitionStore: the SQLite file, the checkpoint file, the open transaction's writes and the
-per-store file lock, in both state modes. A second sqlite3 connection shows what is really on disk.
+"""eos.state._sqlite.PartitionStore: the SQLite file, the checkpoint file, the open transaction's writes and
+the per-store file lock, in both state modes. A second sqlite3 connection shows what is really on disk.
 No broker."""
 
 from __future__ import annotations
