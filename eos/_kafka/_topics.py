@@ -91,7 +91,7 @@ def create(config: Config, new: NewTopic, what: str) -> None:
     admin = _clients.admin(config)
     timeout = config.operation_timeout_ms / 1000
     _translate.call(
-        lambda: _existing(admin.create_topics([new], request_timeout=timeout), new.topic, timeout),
+        lambda: _existing(admin.create_topics([new], request_timeout=timeout), new.topic, timeout, _CREATED),
         what=what,
         timeout_s=timeout,
     )
@@ -118,7 +118,7 @@ def create_bare(
     leaders do not come."""
     admin = AdminClient(_clients.with_logger({"bootstrap.servers": bootstrap}))
     new = NewTopic(name, partitions, -1, config=dict(settings or {}))
-    _existing(admin.create_topics([new]), name, timeout, ignore={KafkaError.TOPIC_ALREADY_EXISTS})
+    _existing(admin.create_topics([new]), name, timeout, _CREATED)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _led(admin, name, 5, partitions):
@@ -139,10 +139,13 @@ def _led(admin: AdminClient, name: str, timeout: float, partitions: int | None =
     )
 
 
-_EXISTS = frozenset({KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS})
+#: "already so": a topic that exists (another task or process created it first); for create_partitions,
+#: also a topic that has that many partitions already
+_CREATED = frozenset({KafkaError.TOPIC_ALREADY_EXISTS})
+_GROWN = frozenset({KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.INVALID_PARTITIONS})
 
 
-def _existing(futures, name: str, timeout: float, ignore: Collection[int] = _EXISTS) -> None:
+def _existing(futures, name: str, timeout: float, ignore: Collection[int]) -> None:
     """Wait for a create_topics / create_partitions future; "already so" (`ignore`) is no error."""
     try:
         futures[name].result(timeout)
@@ -180,7 +183,9 @@ def _grow_parts_topic(config: Config, name: str) -> bool:
         create(config, new, f"creating the progress topic {name!r}")
     elif have < config.parts:
         _translate.call(
-            lambda: _existing(admin.create_partitions([NewPartitions(name, config.parts)]), name, timeout),
+            lambda: _existing(
+                admin.create_partitions([NewPartitions(name, config.parts)]), name, timeout, _GROWN
+            ),
             what=f"adding partitions to the progress topic {name!r}",
             timeout_s=timeout,
         )
