@@ -179,7 +179,11 @@ class PartitionTask:
                     self.log.error("abort failed", error=str(abort_failure))
                     raise exc from None
                 found = exc
-                if isinstance(exc, ProduceError) and len(exc.candidates) > 1:
+                if (
+                    isinstance(exc, ProduceError)
+                    and len(exc.candidates) > 1
+                    and not self.writer.untraced(exc)
+                ):
                     found = self._isolate(exc)
                     if found is exc:
                         raise found from None

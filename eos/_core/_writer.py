@@ -16,7 +16,7 @@ from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
 from eos._kafka import _schemas
-from eos.errors import OutputTypeError, ProcessError, RecordError
+from eos.errors import OutputTypeError, ProcessError, ProduceError, RecordError
 from eos.records import Outputs, outputs_of
 
 
@@ -54,18 +54,32 @@ class Writer:
 
     def dead_letter(self, exc: RecordError) -> bool:
         """8b with on_error="dead_letter": whether the transaction is to be written again with `exc`'s
-        record as a dead letter (or, where process_batch raised over several rows, one row at a time to
-        find it). Raises past max_dead_letters_per_batch."""
+        record as a dead letter (or, where that record is not known yet (`untraced`), one row per
+        process_batch call to find it). Raises past max_dead_letters_per_batch."""
         if self.dead is None or not exc.poison:
             return False
-        through = getattr(exc, "through", None)
-        if through is not None and through != exc.offset and self.functions.process_batch is not None:
+        if self.untraced(exc):
             self.one_by_one = True
-            self.log.warning("process_batch raised: calling it one row at a time", error=str(exc))
+            self.log.warning(
+                "process_batch: calling it one row at a time to find the bad row", error=str(exc)
+            )
             return True
         self.dead.add(exc)
         self.log.warning("dead-lettering record", offset=exc.offset, error=exc.reason)
         return True
+
+    def untraced(self, exc: RecordError) -> bool:
+        """Whether `exc`'s row is unknown until process_batch is called one row at a time (on_error=
+        "dead_letter"): it raised over several rows (`through`), or an output of it was refused. A refused
+        output carries its call's first offset (`Outputs.offset_of`; a changelog record, its last), not
+        its row's: dead-lettering that row would lose its good outputs and blame the next row, and
+        `_isolate` cannot narrow such offsets either. (One naming a dead row is its dead letter refused.)"""
+        if self.dead is None or not exc.poison or self.functions.process_batch is None or self.one_by_one:
+            return False
+        if isinstance(exc, ProduceError):
+            return exc.offset not in self.dead.found
+        through = getattr(exc, "through", None)
+        return through is not None and through != exc.offset
 
     def _write_outputs(self, rows: pa.RecordBatch) -> int:
         """The outputs of pass-through rows or of one process_batch call over them; how many."""
