@@ -20,6 +20,9 @@
     │                           (input_mode "any"); names batch and part; nothing of that part written
     ├── PartTooLargeError       a part's one transaction would outlive transaction.timeout.ms (input_mode
     │                           "any"); aborted, names batch and part and what bounds a part
+    ├── CommitLostError         a committed transaction is not visible on a partition it wrote to (the
+    │                           broker aborted it there); raised before anything of that input partition
+    │                           is skipped; names the offset, the partitions and what to do
     ├── OutputTypeError         an output field has a type Kafka cannot carry (also a TypeError); the
     │                           task reports it as the ProcessError of the record that returned it
     ├── RecordError             one input record could not become output; names its topic/partition/offset.
@@ -272,6 +275,28 @@ class PartTooLargeError(EosError):
         super().__init__(message)
         self.batch_id = batch_id
         self.part = part
+
+
+class CommitLostError(EosError):
+    """The transaction that committed an input offset is not visible on every partition it wrote to: the
+    broker committed it on some and aborted it on others. eos stops rather than skip input whose outputs
+    no read_committed reader will see."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        lost: tuple[tuple[str, int, int], ...],
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        #: (topic, partition, offset of the transaction's last record there) of each partition it lost
+        self.lost = lost
 
 
 class StoreLockedError(EosError):

@@ -4,6 +4,7 @@ to it. Run at task start and again whenever a kept producer turns out displaced.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from eos._core import _input
@@ -11,8 +12,8 @@ from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._stats import PartitionStats
 from eos._core._transaction import Transaction
-from eos._kafka import _offsets, _pool, _producer
-from eos.errors import OffsetsUnstableError
+from eos._kafka import _offsets, _pool, _producer, _witness
+from eos.errors import CommitLostError, OffsetsUnstableError
 from eos.state import State
 from eos.state._partition import PartitionState
 
@@ -59,6 +60,8 @@ class Incarnation:
             )
             return
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
+        if self.config.exactly_once:
+            self._prove(entries.get(tp))
         if self.job.check_input:
             _input.require_unshared(self.scope, entries.get(tp))
         # Step 2 for a kept producer, done by the first transaction (`begin`): not before the task's
@@ -75,6 +78,28 @@ class Incarnation:
                 self.state.reopen(self.committed)
             self.stats.restored = self.state.restored
 
+    def _prove(self, entry: _offsets.Committed | None) -> None:
+        """Step 3b: the transaction that committed `entry` is visible on every partition it wrote to
+        (`eos._kafka._witness`), unless this worker saw it commit; else nothing below it is skipped."""
+        found = _offsets.fields(entry.metadata) if entry is not None else None
+        if not found or _witness.FIELD not in found:
+            return
+        tid = self.scope.transactional_id
+        if _pool.is_proven(tid, entry.metadata):
+            return
+        witnesses = _witness.decode(found[_witness.FIELD])
+        started = time.monotonic()
+        verdict = _witness.invisible(self.config, witnesses, self.log)
+        if verdict.aborted:
+            raise _lost(self.scope, entry, found, witnesses, verdict.aborted, self.log)
+        _pool.proven(tid, entry.metadata)
+        self.log.info(
+            "committed transaction read back",
+            offset=entry.offset,
+            partitions=len(witnesses),
+            ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
     def replace_kept(self, why: str, exc: Exception | None = None) -> None:
         """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
         self.log.info(why, **({} if exc is None else {"error": str(exc)}))
@@ -88,7 +113,7 @@ class Incarnation:
         if self.unchecked is not None:
             entry, self.unchecked = self.unchecked, None
             self._check_current(entry)
-        return Transaction(self.scope, self.producer, self.state)
+        return Transaction(self.scope, self.producer, self.state, since=self.committed)
 
     def _check_current(self, entry: _offsets.Committed) -> None:
         """Step 2 for a kept producer: it fenced every older incarnation when it was initialised, unless
@@ -124,3 +149,31 @@ class Incarnation:
             self.stats.restored = self.state.restored
             self.state.close()
             self.state = None
+
+
+def _lost(scope: PartitionScope, entry, found, witnesses, aborted, log) -> CommitLostError:
+    """The error of a committed offset whose transaction the broker aborted on some partitions."""
+    app, where = scope.config.app_id, scope.where
+    since = found.get("since")
+    lost = ", ".join(f"{t}/{p} (its records up to offset {o})" for t, p, o in aborted)
+    rewrite = (
+        f"To write input {where} from offset {since} again (its outputs on the other partitions are then"
+        f" written twice): `eos offsets reset --app {app} --topic {scope.topic}"
+        f' --to \'{{"{scope.topic}": {{"{scope.partition}": {since}}}}}\' --execute`. '
+        if since is not None
+        else ""
+    )
+    message = (
+        f"input partition {where}: the transaction that committed offset {entry.offset}"
+        f" (batch {found.get('batch', '?')}) is not visible on {len(aborted)} of the {len(witnesses)}"
+        f" partitions it wrote: {lost}. The broker committed it on the others and aborted it on these"
+        " (read_uncommitted shows its records, then an abort): a transaction coordinator restarted"
+        ' before the controller fenced it can do this (docs/operations.md, "Broker restarts").'
+        " eos stops rather than skip input whose outputs no read_committed reader will see; nothing of"
+        f" {where} was written or skipped. {rewrite}To accept the loss: `eos offsets reset --app {app}"
+        f" --topic {scope.topic} --shift 0 --execute`."
+    )
+    log.error("committed transaction lost on some partitions", offset=entry.offset, lost=list(aborted))
+    return CommitLostError(
+        message, topic=scope.topic, partition=scope.partition, offset=entry.offset, lost=tuple(aborted)
+    )

@@ -6,8 +6,10 @@ docs/protocol.md.
     7a. Produce the state stores' open writes to their changelog topics, inside the transaction.
     7b. Flush the producer and check every delivery report. A failed output raises, naming its input
        record; the caller aborts the transaction.
-    7c. Send the input offset (last processed + 1), stamped as this app's (`_offsets.stamp`), to the
-       transaction, with the group metadata of `app_id`, so the offset commits atomically with the outputs.
+    7c. Send the input offset (last processed + 1), stamped as this app's (`_offsets.stamp`) with the
+       transaction's witnesses (`eos._kafka._witness`: one delivered offset per partition it wrote), to
+       the transaction, with the group metadata of `app_id`, so the offset commits atomically with the
+       outputs.
     7d. Commit the transaction: outputs, changelog records and offset become visible together.
     7e. Apply the state writes to the local stores with the changelog offset they reach, and write
        each store's checkpoint file.
@@ -29,7 +31,7 @@ import time
 
 from eos import _crash
 from eos._core._scope import PartitionScope
-from eos._kafka import _offsets
+from eos._kafka import _offsets, _pool
 from eos._kafka._producer import OutputProducer
 from eos.errors import TransactionTimeoutError
 from eos.state._partition import PartitionState
@@ -39,9 +41,15 @@ class Transaction:
     """One transaction of one input topic-partition (exactly_once), or one offset commit (at_least_once)."""
 
     def __init__(
-        self, scope: PartitionScope, producer: OutputProducer, state: PartitionState | None = None
+        self,
+        scope: PartitionScope,
+        producer: OutputProducer,
+        state: PartitionState | None = None,
+        since: int | None = None,
     ) -> None:
         self.scope = scope
+        #: the committed offset this transaction's input begins at (None: the partition had none)
+        self.since = since
         self.config = config = scope.config
         self.state = state
         self.producer = producer
@@ -89,28 +97,42 @@ class Transaction:
         self.producer.records.flush_and_check(self.scope.topic, self.scope.partition)
         _crash.point("after_produce")  # F2
         if self.config.exactly_once:
-            # 7c. The input offset joins the transaction.
+            # 7c. The input offset joins the transaction, with its witnesses.
+            stamp = _offsets.stamp(
+                self.config,
+                self.scope.query,
+                self.scope.batch_id,
+                self.scope.first,
+                witnesses=self.producer.records.take_witnesses(),
+                since=self.since,
+                log=self.log,
+            )
             self.producer.send_offsets(
-                [(self.scope.topic, self.scope.partition, next_offset, self._stamp())],
+                [(self.scope.topic, self.scope.partition, next_offset, stamp)],
                 _offsets.group_metadata(self.config),
                 self.log,
             )
             _crash.point("after_send_offsets")  # F3
             # 7d. Outputs and offset become visible together.
             self.producer.commit_transaction(self.log)
+            # Seen committed by this worker: a task of it that starts from this offset need not read the
+            # witnesses back.
+            _pool.proven(self.scope.transactional_id, stamp)
         else:
             # 7d. at_least_once: the offset is committed after the outputs are acknowledged.
             _offsets.commit(
-                self.config, self.scope.topic, self.scope.partition, next_offset, self.log, self._stamp()
+                self.config,
+                self.scope.topic,
+                self.scope.partition,
+                next_offset,
+                self.log,
+                _offsets.stamp(self.config, self.scope.query, self.scope.batch_id, self.scope.first),
             )
         _crash.point("after_commit")  # F4
         # 7e. Local stores and checkpoint files.
         if self.state is not None:
             self.state.on_commit(self.producer.records)
         return time.monotonic() - t0
-
-    def _stamp(self) -> str:
-        return _offsets.stamp(self.config, self.scope.query, self.scope.batch_id, self.scope.first)
 
     def abort(self) -> None:
         if self.config.exactly_once and self.producer.in_transaction:

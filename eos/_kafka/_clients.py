@@ -178,6 +178,23 @@ def restore_consumer(config: Config) -> Consumer:
     )
 
 
+def witness_consumer(config: Config, committed: bool) -> Consumer:
+    """A consumer by assignment that reads a transaction's witnesses back (`_witness`): read_committed,
+    or read_uncommitted to tell an aborted record from one retention or compaction removed."""
+    return _cached_consumer(
+        consumer_settings(
+            config,
+            **{
+                "group.id": _names.restore_group(config.app_id),
+                "isolation.level": "read_committed" if committed else "read_uncommitted",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+                "auto.offset.reset": "error",
+            },
+        )
+    )
+
+
 def watermark_consumer(config: Config) -> Consumer:
     """A read_uncommitted consumer for high watermarks only: a read_committed one answers the last
     stable offset instead, which stops short of an open transaction."""

@@ -13,10 +13,13 @@ failed (`DeliveryFailedError` at the flush). Either way the task aborts and redo
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from functools import partial
 from itertools import repeat
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -37,6 +40,8 @@ _FULL_QUEUE_WAIT_S = 0.05
 _POLL_EVERY = 1000
 #: at most this many input records are kept as the suspects of one refusal
 _MAX_CANDIDATES = 10_000
+#: how long the Arrow path trusts a topic's partition count before asking the metadata again
+_PARTITION_COUNT_TTL_S = 60.0
 
 
 class RecordCollector:
@@ -58,13 +63,19 @@ class RecordCollector:
         self._failure: tuple[KafkaError, str, int | None] | None = None
         self._failed_offsets: set[int] = set()
         self._known_topics: set[str] = set()
+        #: the Arrow path's partition count per topic, and when it was read
+        self._partition_counts: dict[str, tuple[int, float]] = {}
         self._sent = 0
         #: highest delivered offset per tracked (topic, partition): where a changelog now ends
         self.delivered_offsets: dict[tuple[str, int], int] = {}
+        #: the open transaction's witnesses: one delivered offset per (topic, partition) it wrote to, the
+        #: highest (`eos._kafka._witness`); exactly_once only
+        self.witnesses: dict[tuple[str, int], int] = {}
         #: name each output's input record (in a redo, until the next commit)
         self.exact = False
-        #: the delivery callback of untracked outputs: none where a failure fails the transaction
-        self._fast_callback = None if transactional_id is not None else self._on_report
+        #: the delivery callback of untracked outputs: exactly_once only notes the witness (a failure
+        #: fails the transaction); at_least_once notes whether one failed
+        self._fast_callback = self._on_witness if transactional_id is not None else self._on_report
         #: hands whole Arrow columns to librdkafka (transactional producers only: see _rdkafka.py)
         self._arrow = (
             _rdkafka.ArrowProducer.of(client)
@@ -154,23 +165,69 @@ class RecordCollector:
 
     def _produce_arrow(self, outputs: Outputs, in_topic: str, in_partition: int) -> None:
         """The plain case's columns in chunks through librdkafka's batch call, serving delivery reports
-        between chunks and while the queue is full; a record refused at once fails as in the loop."""
+        between chunks and while the queue is full; a record refused at once fails as in the loop.
+
+        eos places each record itself (`_rdkafka.partitions`, as librdkafka would) and sends the first
+        record of each partition in a chunk through `produce()` with the witness callback: a batch's
+        delivery reports are dropped, and the stamp needs one delivered offset per partition written."""
         topic, n, at = outputs.topic, len(outputs), 0
         what = f"producing outputs of {in_topic}/{in_partition}"
+        count = self._partition_count(topic)
         while at < n:
             stop = min(n, at + _rdkafka.CHUNK)
-            enqueued, err = self._arrow.produce(topic, outputs.values, outputs.keys, at, stop)
-            at += enqueued
-            if err is not None:
-                raise self._refused(
-                    KafkaException(err),
+            placed = _rdkafka.partitions(outputs.keys, at, stop, count, random.randrange(count))
+            _, firsts = np.unique(placed, return_index=True)
+            for i in np.sort(firsts):
+                row = at + int(i)
+                value = outputs.values[row].as_py()
+                key = None if outputs.keys is None else outputs.keys[row].as_py()
+                self._send(
                     topic,
+                    value,
+                    key,
+                    int(placed[i]),
+                    self._fast_callback,
+                    None,
                     in_topic,
                     in_partition,
-                    outputs.offset_of(at),
-                    outputs.origin(at),
+                    outputs,
+                    row,
                 )
-            self.serve(what, 0 if at == stop else _FULL_QUEUE_WAIT_S)
+            rest = np.ones(stop - at, bool)
+            rest[firsts] = False
+            rows = np.flatnonzero(rest)
+            done = 0
+            while done < len(rows):
+                enqueued, err = self._arrow.produce(
+                    topic, outputs.values, outputs.keys, rows[done:] + at, placed[rows[done:]]
+                )
+                done += enqueued
+                if err is not None:
+                    row = at + int(rows[done])
+                    raise self._refused(
+                        KafkaException(err),
+                        topic,
+                        in_topic,
+                        in_partition,
+                        outputs.offset_of(row),
+                        outputs.origin(row),
+                    )
+                self.serve(what, 0 if done == len(rows) else _FULL_QUEUE_WAIT_S)
+            at = stop
+
+    def _partition_count(self, topic: str) -> int:
+        """`topic`'s partition count as this producer's metadata has it, asked again every minute."""
+        count, asked = self._partition_counts.get(topic, (0, 0.0))
+        if not count or time.monotonic() - asked > _PARTITION_COUNT_TTL_S:
+            with _translate.translating(f"reading the metadata of {topic!r}"):
+                metadata = self._producer.list_topics(topic, timeout=self._timeout_s).topics[topic]
+            if metadata.error is not None or not metadata.partitions:
+                raise _translate.translate_error(
+                    metadata.error or KafkaError(KafkaError._UNKNOWN_TOPIC), f"producing to {topic!r}"
+                )
+            count = len(metadata.partitions)
+            self._partition_counts[topic] = (count, time.monotonic())
+        return count
 
     def _new_topics(self, outputs: Outputs) -> list[tuple[int, str]]:
         """(first record index, topic) of each output topic not checked yet."""
@@ -244,15 +301,23 @@ class RecordCollector:
         if err is not None and self._failure is None:
             self._failure = (err, msg.topic(), None)
 
+    def _on_witness(self, err: KafkaError | None, msg) -> None:
+        # One partition's reports come in offset order, so the last one seen is the highest.
+        if err is None:
+            self.witnesses[(msg.topic(), msg.partition())] = msg.offset()
+
     def _on_exact_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
             self._failed(err, msg, in_offset)
+        else:
+            self.witnesses[(msg.topic(), msg.partition())] = msg.offset()
 
     def _on_tracked_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
             self._failed(err, msg, in_offset)
             return
         key = (msg.topic(), msg.partition())
+        self.witnesses[key] = msg.offset()
         if msg.offset() > self.delivered_offsets.get(key, -1):
             self.delivered_offsets[key] = msg.offset()
 
@@ -298,10 +363,16 @@ class RecordCollector:
                 f"{remaining} output records undelivered after {self._timeout_s:g}s"
             )
 
+    def take_witnesses(self) -> dict[tuple[str, int], int]:
+        """The transaction's witnesses, after the flush of step 7b; the next transaction starts with none."""
+        witnesses, self.witnesses = self.witnesses, {}
+        return witnesses
+
     def forget(self) -> None:
-        """Drop every failure seen: they belonged to a transaction that was aborted."""
+        """Drop every failure and witness seen: they belonged to a transaction that was aborted."""
         self._failure = None
         self._failed_offsets = set()
+        self.witnesses = {}
 
     def close(self) -> None:
         self._producer = None

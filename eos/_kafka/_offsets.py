@@ -18,7 +18,7 @@ import attrs
 from confluent_kafka import KafkaException, TopicPartition
 
 from eos import _names
-from eos._kafka import _clients, _translate
+from eos._kafka import _clients, _translate, _witness
 from eos.config import Config
 from eos.errors import EosError, ForeignOffsetError, OffsetsUnstableError, RetriableError
 
@@ -27,13 +27,31 @@ CLI_STAMP_SOURCE = "cli"
 
 
 def stamp(
-    config: Config, query: str | None = None, batch_id: int | None = None, first: int | None = None
+    config: Config,
+    query: str | None = None,
+    batch_id: int | None = None,
+    first: int | None = None,
+    witnesses: Mapping[tuple[str, int], int] | None = None,
+    since: int | None = None,
+    log=None,
 ) -> str:
     """The commit metadata of every offset this app commits (with the query, the batch and the offset of
-    the committing task's first row of the partition, where `first` is given)."""
+    the committing task's first row of the partition, where `first` is given; with the transaction's
+    witnesses and the offset its input began at, where given: `eos._kafka._witness`)."""
     out = config.output_topic if config.output_topic is not None else f"column:{config.output_topic_column}"
     own = f"{STAMP_VERSION};app={config.app_id};out={out}"
-    return own if first is None else f"{own};query={query};batch={batch_id};from={first}"
+    if first is not None:
+        own = f"{own};query={query};batch={batch_id};from={first}"
+    if since is not None:
+        own = f"{own};since={since}"
+    if witnesses:
+        text, left_out = _witness.encode(witnesses)
+        own = f"{own};{_witness.FIELD}={text}"
+        if left_out:
+            own = f"{own};unwitnessed={left_out}"
+            if log is not None:
+                log.warning("too many partitions to witness in one offset stamp", left_out=left_out)
+    return own
 
 
 def cli_stamp(app_id: str) -> str:

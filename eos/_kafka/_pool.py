@@ -15,6 +15,10 @@ from eos.config import Config
 
 _lock = threading.Lock()
 _cache: dict[tuple, OutputProducer] = {}
+#: per transactional.id, the offset stamp this worker last saw commit (or read back whole): a task
+#: starting from it need not read its witnesses back (`eos._kafka._witness`)
+_proven: dict[str, str] = {}
+_MAX_PROVEN = 10_000
 
 
 def _cache_key(config: Config, transactional_id: str | None) -> tuple:
@@ -50,6 +54,22 @@ def release(producer: OutputProducer) -> None:
             discard(old)
 
 
+def proven(transactional_id: str | None, stamp: str) -> None:
+    """This worker saw the transaction stamped `stamp` commit, or read all of it back."""
+    if transactional_id is None:
+        return
+    with _lock:
+        _proven.pop(transactional_id, None)
+        _proven[transactional_id] = stamp
+        while len(_proven) > _MAX_PROVEN:
+            _proven.pop(next(iter(_proven)))
+
+
+def is_proven(transactional_id: str | None, stamp: str | None) -> bool:
+    with _lock:
+        return stamp is not None and _proven.get(transactional_id) == stamp
+
+
 def cached() -> int:
     """How many producers this worker keeps."""
     with _lock:
@@ -69,5 +89,6 @@ def clear() -> None:
     with _lock:
         producers = list(_cache.values())
         _cache.clear()
+        _proven.clear()
     for producer in producers:
         discard(producer)

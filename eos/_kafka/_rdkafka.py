@@ -34,6 +34,11 @@ CHUNK = 10_000
 _RD_KAFKA_PRODUCER = 0
 _PARTITION_UA = -1
 _MSG_F_COPY = 0x2
+#: produce_batch honours each message's partition
+_MSG_F_PARTITION = 0x8
+#: Kafka's murmur2 (Java's `Utils.murmur2`, librdkafka's `rd_murmur2`)
+_M = np.uint32(0x5BD1E995)
+_SEED = np.uint32(0x9747B28C)
 
 #: rd_kafka_message_t on a 64-bit platform (rdkafka.h): err, rkt, partition, payload, len, key, key_len,
 #: offset, _private
@@ -134,6 +139,68 @@ def _pointers(column: pa.Array, start: int, stop: int) -> tuple[np.ndarray, np.n
     return addresses, lengths
 
 
+def _pointers_at(column: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_pointers` of the elements at `rows` (ascending indices)."""
+    if len(rows) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    start, stop = int(rows[0]), int(rows[-1]) + 1
+    addresses, lengths = _pointers(column, start, stop)
+    return addresses[rows - start], lengths[rows - start]
+
+
+def partitions(keys, start: int, stop: int, count: int, unkeyed: int) -> np.ndarray:
+    """The partition of each record start..stop-1 of `count`, as librdkafka's `murmur2_random`
+    partitioner (eos's, and Java's default for keys) places it: a key by Kafka's murmur2, a null key
+    (or no key column) to `unkeyed`, as its sticky partitioner sends a run of them to one partition.
+    eos places the records itself so that it knows which partitions a transaction wrote to
+    (`eos._kafka._witness`); librdkafka does not report it for a batch."""
+    out = np.full(stop - start, unkeyed, np.int32)
+    if keys is None:
+        return out
+    keys = _one_array(keys)
+    _, offsets_buffer, data = keys.buffers()
+    kind = (
+        np.int64 if pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type) else np.int32
+    )
+    first = keys.offset + start
+    offsets = np.frombuffer(offsets_buffer, dtype=kind, count=keys.offset + stop + 1)[first:].astype(np.int64)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    keyed = np.ones(stop - start, bool)
+    if keys.null_count:
+        keyed = ~keys.slice(start, stop - start).is_null().to_numpy(zero_copy_only=False)
+    raw = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(8, np.uint8)
+    hashes = _murmur2(raw, starts[keyed], lengths[keyed])
+    out[keyed] = ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(count)).astype(np.int32)
+    return out
+
+
+def _murmur2(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Kafka's murmur2 of each byte string data[start:start+length], all rows at once."""
+    with np.errstate(over="ignore"):
+        h = _SEED ^ lengths.astype(np.uint32)
+        blocks = lengths // 4
+        data = data.astype(np.uint32)
+        for j in range(int(blocks.max()) if len(blocks) else 0):
+            rows = np.flatnonzero(blocks > j)
+            at = starts[rows] + 4 * j
+            k = data[at] | (data[at + 1] << 8) | (data[at + 2] << 16) | (data[at + 3] << 24)
+            k = k * _M
+            k ^= k >> np.uint32(24)
+            k = k * _M
+            h[rows] = (h[rows] * _M) ^ k
+        tail = lengths % 4
+        end = starts + blocks * 4
+        for size, shift in ((3, 16), (2, 8), (1, 0)):
+            rows = np.flatnonzero(tail >= size)
+            h[rows] ^= data[end[rows] + size - 1] << np.uint32(shift)
+        rows = np.flatnonzero(tail > 0)
+        h[rows] = h[rows] * _M
+        h ^= h >> np.uint32(13)
+        h = h * _M
+        h ^= h >> np.uint32(15)
+    return h
+
+
 class ArrowProducer:
     """Produces Arrow value/key columns through the librdkafka handle of one confluent-kafka Producer."""
 
@@ -147,23 +214,25 @@ class ArrowProducer:
         rk = handle(producer)
         return None if rk is None else cls(producer, rk)
 
-    def produce(self, topic: str, values, keys, start: int, stop: int) -> tuple[int, KafkaError | None]:
-        """Enqueue records start..stop-1 to `topic` (the partitioner places each by its key). Returns how
-        many from `start` on were enqueued, and the error of the first that was not: None when all were
-        or when the queue was full (librdkafka then refuses every later record too: serve delivery
-        reports and resume from there)."""
+    def produce(
+        self, topic: str, values, keys, rows: np.ndarray, partitions: np.ndarray
+    ) -> tuple[int, KafkaError | None]:
+        """Enqueue the records at `rows` (indices into the columns, ascending) to `topic`, each to its
+        partition in `partitions` (same length). Returns how many of `rows` were enqueued, and the error
+        of the first that was not: None when all were or when the queue was full (librdkafka then
+        refuses every later record too: serve delivery reports and resume from there)."""
         values, keys = _one_array(values), None if keys is None else _one_array(keys)
-        messages = np.zeros(stop - start, _MESSAGE)
-        messages["partition"] = _PARTITION_UA
-        messages["payload"], messages["len"] = _pointers(values, start, stop)
+        messages = np.zeros(len(rows), _MESSAGE)
+        messages["partition"] = partitions
+        messages["payload"], messages["len"] = _pointers_at(values, rows)
         if keys is not None:
-            messages["key"], messages["key_len"] = _pointers(keys, start, stop)
+            messages["key"], messages["key_len"] = _pointers_at(keys, rows)
         rkt = self._lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         if not rkt:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"topic {topic!r}"))
         try:
             enqueued = self._lib.rd_kafka_produce_batch(
-                rkt, _PARTITION_UA, _MSG_F_COPY, messages.ctypes.data, len(messages)
+                rkt, _PARTITION_UA, _MSG_F_COPY | _MSG_F_PARTITION, messages.ctypes.data, len(messages)
             )
         finally:
             self._lib.rd_kafka_topic_destroy(rkt)

@@ -296,6 +296,10 @@ class FakeRecords:
             self.producer.write((topic, value, offset))
         return len(outputs)
 
+    def take_witnesses(self) -> dict[tuple[str, int], int]:
+        """The fake broker keeps no offsets: a transaction has no witnesses to stamp."""
+        return {}
+
     def flush_and_check(self, in_topic, in_partition) -> None:
         self.producer.step("flush")
         open_ = self.producer.open

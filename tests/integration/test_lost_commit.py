@@ -1,0 +1,176 @@
+"""A committed offset whose transaction the broker aborted on one of its partitions (what a transaction
+coordinator restarted before the controller fenced it leaves behind): eos stops, naming it, instead of
+skipping input whose outputs were lost; the reset its error advises writes the input again.
+
+The broker state is made for real on the real broker: records of an aborted transaction on output
+partition 3, and the input offset committed in a transaction whose stamp names them as its witness, as
+eos's own stamp of such a transaction would. (`make chaos CHAOS_ARGS="--brokers 3"` is where a
+coordinator is killed for real.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import run_query
+
+import eos
+from eos import _names, testing
+from eos._kafka import _offsets, _witness
+
+PER_PARTITION = 400
+HALF = PER_PARTITION // 2
+OUT_PARTITIONS = 4
+
+
+def _committed_entry(config, source):
+    return _offsets.committed_entries(config, [(source, 0)])[(source, 0)]
+
+
+def _placements(bootstrap, names, keys):
+    """Where librdkafka's murmur2_random partitioner puts each key on a 4-partition topic."""
+    topic = names("placement")
+    testing.create_topic(bootstrap, topic, OUT_PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    placed = {}
+
+    def on_delivery(err, msg):
+        assert err is None, err
+        placed[msg.key()] = msg.partition()
+
+    for key in keys:
+        producer.produce(topic, b"", key=key, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    return placed
+
+
+def _fabricate_lost_commit(bootstrap, config, source, output, records):
+    """`records` (input offset, key, value) written as eos writes pass-through rows, in a transaction
+    that committed them on output partitions 0-2 with input offset PER_PARTITION; their share of
+    partition 3 in one that aborted. Returns the values lost."""
+    witnesses: dict[tuple[str, int], int] = {}
+    on_three: list[int] = []
+    lost = []
+
+    def note(err, msg):
+        assert err is None, err
+        witnesses[(msg.topic(), msg.partition())] = msg.offset()
+
+    def note_three(err, msg):
+        assert err is None, err
+        on_three.append(msg.offset())
+
+    def producer(tid):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+        p.init_transactions(30)
+        p.begin_transaction()
+        return p
+
+    committed, aborted = producer(f"{config.app_id}-kept"), producer(f"{config.app_id}-lost")
+    for _, key, value in records:
+        partition = _murmur2_partition(key)
+        if partition == 3:
+            aborted.produce(output, value, key=key, partition=3, on_delivery=note_three)
+            lost.append(value)
+        else:
+            committed.produce(output, value, key=key, partition=partition, on_delivery=note)
+    assert aborted.flush(30) == 0 and committed.flush(30) == 0
+    aborted.abort_transaction(30)
+    witnesses[(output, 3)] = max(on_three)
+    stamp = _offsets.stamp(config, witnesses=witnesses, since=HALF)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": _names.input_group(config.app_id)})
+    committed.send_offsets_to_transaction(
+        [TopicPartition(source, 0, PER_PARTITION, stamp)], group.consumer_group_metadata(), 30
+    )
+    committed.commit_transaction(30)
+    group.close()
+    return lost
+
+
+def _murmur2_partition(key: bytes) -> int:
+    import pyarrow as pa
+
+    from eos._kafka import _rdkafka
+
+    return int(_rdkafka.partitions(pa.array([key]), 0, 1, OUT_PARTITIONS, 0)[0])
+
+
+def test_offset_committed_by_a_transaction_aborted_on_one_partition_stops_the_query(
+    spark, bootstrap, names, checkpoint_dir
+):
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, OUT_PARTITIONS)
+    sent = testing.produce_sequence(bootstrap, source, 1, HALF)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+    )
+
+    # A clean first run: its offset's stamp names one witness per output partition it wrote, and eos's
+    # own placement of the keys (the Arrow path) is librdkafka's.
+    run_query(spark, config, [source], checkpoint_dir)
+    entry = _committed_entry(config, source)
+    assert entry.offset == HALF
+    witnesses = _witness.decode(_offsets.fields(entry.metadata)[_witness.FIELD])
+    assert sorted(witnesses) == [(output, p) for p in range(OUT_PARTITIONS)]
+    records, _ = testing.read_topic(bootstrap, output)
+    assert {r.offset for r in records if r.partition == 3} >= {witnesses[(output, 3)]}
+    placed = _placements(bootstrap, names, {r.key for r in records})
+    assert {(r.key, r.partition) for r in records} == set(placed.items())
+
+    # The second half, committed with its outputs on partitions 0-2 and aborted on partition 3.
+    more = testing.produce_sequence(bootstrap, source, 1, HALF, start=HALF)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": names("peek"), "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(source, 0, HALF)])
+    inputs = []
+    while len(inputs) < HALF:
+        msg = consumer.poll(10)
+        assert msg is not None and msg.error() is None
+        inputs.append((msg.offset(), msg.key(), msg.value()))
+    consumer.close()
+    lost = _fabricate_lost_commit(bootstrap, config, source, output, inputs)
+    assert lost, "no record of the second half is placed on partition 3"
+
+    with pytest.raises(Exception) as info:
+        run_query(spark, config, [source], checkpoint_dir)
+    message = str(info.value)
+    assert "CommitLostError" in message and f"{output}/3" in message, message
+    assert f"committed offset {PER_PARTITION}" in message, message
+
+    # Nothing was skipped silently: the group offset is where the fabricated transaction left it, and
+    # partition 3 lacks exactly the aborted records.
+    assert _committed_entry(config, source).offset == PER_PARTITION
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten({0: sent[0] + more[0]}))
+    assert result.missing == len(lost) and result.duplicated == 0, result
+
+    # The error's advice: write the second half again (its outputs on partitions 0-2 twice).
+    reset = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eos.cli",
+            "--bootstrap-server",
+            bootstrap,
+            "offsets",
+            "reset",
+            "--app",
+            config.app_id,
+            "--to",
+            f'{{"{source}": {{"0": {HALF}}}}}',
+            "--execute",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert reset.returncode == 0, reset.stderr
+    run_query(spark, config, [source], checkpoint_dir)
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten({0: sent[0] + more[0]}))
+    assert result.missing == 0 and result.duplicated == HALF - len(lost), result
