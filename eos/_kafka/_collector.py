@@ -3,9 +3,10 @@ to librdkafka per record, in bulk, or as whole Arrow columns; the delivery repor
 commit (step 7b) that every one was delivered, naming the input record of the first that was not.
 
 Outputs are produced without tracking which input record each came from, which would cost a Python object
-per message (docs/design.md, "Delivery reports"). exactly_once passes no delivery callback at all:
-librdkafka fails `commit_transaction()` with an abortable error when any message of the transaction was
-not delivered. at_least_once has no transaction to fail, so one shared callback records whether something
+per message (docs/design.md, "Delivery reports"). exactly_once passes one shared callback that only notes
+the transaction's witnesses (each partition's last delivered offset, for the offset stamp:
+`eos._kafka._witness`): librdkafka fails `commit_transaction()` with an abortable error when any message
+of the transaction was not delivered. at_least_once has no transaction to fail, so one shared callback records whether something
 failed (`DeliveryFailedError` at the flush). Either way the task aborts and redoes the transaction with
 `exact` set, where every output carries its input offset and a refusal names the record. Changelog records
 (`track`) always carry theirs, and their delivered offsets are kept.
