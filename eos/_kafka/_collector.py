@@ -6,10 +6,10 @@ Outputs are produced without tracking which input record each came from, which w
 per message (docs/design.md, "Delivery reports"). exactly_once passes one shared callback that only notes
 the transaction's witnesses (each partition's last delivered offset, for the offset stamp:
 `eos._kafka._witness`): librdkafka fails `commit_transaction()` with an abortable error when any message
-of the transaction was not delivered. at_least_once has no transaction to fail, so one shared callback records whether something
-failed (`DeliveryFailedError` at the flush). Either way the task aborts and redoes the transaction with
-`exact` set, where every output carries its input offset and a refusal names the record. Changelog records
-(`track`) always carry theirs, and their delivered offsets are kept.
+of the transaction was not delivered. at_least_once has no transaction to fail, so one shared callback
+records whether something failed (`DeliveryFailedError` at the flush). Either way the task aborts and
+redoes the transaction with `exact` set, where every output carries its input offset and a refusal
+names the record. Changelog records (`track`) always carry theirs, and their delivered offsets are kept.
 """
 
 from __future__ import annotations
