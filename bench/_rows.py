@@ -41,6 +41,9 @@ def patched(module, name: str, value):
         setattr(module, name, original)
 
 
+_CONNECT_MODE = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
+
+
 class Bench:
     def __init__(self, args, bootstrap: str, work: Path) -> None:
         self.args = args
@@ -61,6 +64,14 @@ class Bench:
         if self.spark is None:
             self.connect = eos.spark_session("eos-bench", remote="local")
             self.spark = eos.spark_session("eos-bench")
+            self._connect_mode = {k: os.environ[k] for k in _CONNECT_MODE if k in os.environ}
+        # PySpark's Connect switch is one per process (eos.spark_session(remote="local") turns it on):
+        # on for the Connect rows, off for the classic ones.
+        for name, value in self._connect_mode.items():
+            if connect:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)
         return self.connect if connect else self.spark
 
     def config(self, row: str, guarantee: str, **kw) -> eos.Config:

@@ -83,7 +83,14 @@ def spark_session(
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # After spark_session(remote="local") the process is in Connect mode (`_connect_mode`), where PySpark's
+    # builder hands back the Connect session: the classic one of the same JVM is wanted here.
+    connect_mode = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if connect_mode is not None:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = connect_mode
     spark.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
     return _with_data_source(spark)
 
@@ -153,7 +160,24 @@ def _local_connect(master: str, settings: dict[str, str]):
                 os.environ["SPARK_REMOTE"] = remote_env
         classic.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
     port = SparkContext._active_spark_context.getConf().get("spark.connect.grpc.binding.port")
-    return _with_data_source(ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate())
+    connect = ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
+    _connect_mode()
+    return _with_data_source(connect)
+
+
+def _connect_mode() -> None:
+    """Make this process a Spark Connect client, as PySpark's own `builder.remote("local")` does once its
+    server is up. `pyspark.sql.functions` (`F.col`, `F.lit`, ...) builds Connect Columns only when
+    `pyspark.sql.utils.is_remote()`, i.e. with `SPARK_CONNECT_MODE_ENABLED` set; otherwise it builds
+    classic ones, which the Connect session's DataFrames cannot take (`df.groupBy(F.col("key"))`:
+    "TypeError: 'Column' object is not callable"). `SPARK_LOCAL_REMOTE`: the server's classic
+    SparkContext lives in this process (PySpark refuses one in a Connect client otherwise), and stopping
+    the Connect session stops it and the server, and leaves Connect mode (both variables go).
+
+    The switch is one per process: classic DataFrames here get Connect Columns from `F` too and refuse
+    them (NOT_COLUMN_OR_STR); column names and SQL strings (`selectExpr`) work with both."""
+    os.environ["SPARK_LOCAL_REMOTE"] = "1"
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 
 
 def starting_offsets(config: Config, topics: Sequence[str]) -> str:

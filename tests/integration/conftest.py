@@ -146,6 +146,20 @@ def connect(sessions):
     return sessions[1]
 
 
+@pytest.fixture(autouse=True)
+def pyspark_api_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark has one Connect switch per process (`pyspark.sql.utils.is_remote()`, read from the
+    environment), which `eos.spark_session(remote="local")` turns on as PySpark's `builder.remote("local")`
+    does. On, `pyspark.sql.functions` and classic `mapInArrow` build Connect Columns and UDFs, which
+    classic DataFrames refuse; off, `F` builds classic Columns, which Connect DataFrames refuse. This
+    process holds both sessions: a test that asks for `connect` and not `spark` runs with it on, every
+    other one (and the driver processes it starts) with it off."""
+    if "connect" in request.fixturenames and "spark" not in request.fixturenames:
+        return
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`make dist`'s sdist and wheel of this checkout, built once for the tests that install or ship them."""
