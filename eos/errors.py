@@ -214,10 +214,10 @@ class InputCoordinateError(RecordError):
 
     def __init__(self, message: str, *, column: str, topic: str, partition: int, offset: int) -> None:
         self.column = column
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        EosError.__init__(self, message)
+        super().__init__(message, topic=topic, partition=partition, offset=offset)
+        # RecordError's text names an input record and an aborted transaction; here nothing was begun,
+        # and the coordinates are what the row claims: the message stands as it is
+        self.args = (message,)
 
 
 class KafkaClientError(EosError):

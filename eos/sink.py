@@ -22,6 +22,7 @@ rows are placed in parts, each written once per batch id.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -37,13 +38,13 @@ from eos._core._input import READ_IN_COLUMN, Provenance
 from eos._core._job import Job, OnCommit, Process, ProcessBatch
 from eos._core._stats import STATS_DDL, totals
 from eos._core._task import run_partition
-from eos._kafka import _cluster, _offsets, _topics
+from eos._kafka import _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning
 from eos._spark._batch import batch_layout, check_output_topic, functions, input_provenance, task_slots
 from eos._spark._placement import place
 from eos.config import Config
-from eos.errors import ConfigError
+from eos.errors import ConfigError, EosError, InputOrderError
 from eos.state import StoreSpec
 
 
@@ -121,6 +122,7 @@ class Sink:
         self.history_size = history_size
         self._cluster_checked = False
         self._metrics = False  # whether this process records the sink's metrics (`metrics_port`)
+        self._lags = _metrics.Lags()  # the input partitions of the query's run, for the lag figure
         #: whether batches without lineage (Spark Connect) are regrouped: from the first whose tasks found
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
@@ -181,7 +183,8 @@ class Sink:
         try:
             return self._write(batch_df, batch_id, layout, columns, provenance, regroup=False, prove=True)
         except Exception as exc:
-            if "InputOrderError" not in str(exc):
+            refusal = raised_in_task(exc, InputOrderError)
+            if refusal is None:
                 raise
             self._regroup_unseen = True
             self.log.warning(
@@ -190,7 +193,7 @@ class Sink:
                 detail="a task did not hold all of an input partition's records between two of its"
                 " rows or before its first (a filter, a shuffle, a split source, or nothing committed"
                 " yet): this batch and the query's next ones are regrouped (shuffle and sort)",
-                error=_first_line_naming(exc, "InputOrderError"),
+                error=refusal,
             )
             return None
 
@@ -252,11 +255,7 @@ class Sink:
 
     def _record(self, summary: BatchSummary) -> None:
         if self._metrics:
-            tps = [(s["topic"], s["partition"]) for s in summary.per_partition]
-            if self.config.input_mode != "kafka":
-                tps = []  # parts, not input partitions: no input offsets to measure a lag with
-            ends = _offsets.log_offsets(self.config, tps, latest=True, log=self.log) if tps else {}
-            _metrics.record(self.config, summary, ends)
+            _metrics.record(self.config, summary, lags=self._lags, log=self.log)
         self.history.append(summary)  # a bounded deque: the oldest summary goes
         self.log.info("batch written", **summary.as_dict())
         if self.on_batch is not None:
@@ -277,13 +276,19 @@ class Sink:
         )
 
 
-def _first_line_naming(exc: Exception, name: str) -> str:
-    """The first line of `exc`'s text that names `name` (a task's error reaches the driver, or the
-    Connect server, as the worker's whole traceback)."""
-    text = str(exc)
-    return next(
-        (line.strip() for line in text.splitlines() if name in line), text.splitlines()[0] if text else ""
-    )
+def raised_in_task(exc: BaseException, error: type[EosError]) -> str | None:
+    """The message of the `error` a Spark task failed with, where `exc` is what reached the driver (or
+    the Connect server) for it, else None. Spark hands a task's exception over as text: a PythonException
+    (classic and Connect alike) whose message is the worker's traceback, which ends in Python's own line
+    for the exception, its class's full name first (`eos.errors.InputOrderError: input partition ...`).
+    That line is what is matched, not the name anywhere in the text: an error whose message only
+    mentions the class (a ProcessError quoting the user's exception) is not it. `exc` itself counts
+    where it was raised in this process."""
+    if isinstance(exc, error):
+        return str(exc)
+    name = f"{error.__module__}.{error.__qualname__}"
+    lines = re.findall(rf"^[ \t]*{re.escape(name)}: (.*)$", str(exc), re.MULTILINE)
+    return f"{name}: {lines[-1]}" if lines else None
 
 
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).

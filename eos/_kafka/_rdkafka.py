@@ -8,9 +8,12 @@ flush, commit and abort. Their delivery reports carry no confluent-kafka state a
 this path is for transactional producers only, whose `commit_transaction()` fails when any record
 was not delivered (the task then redoes the transaction record by record, naming the one refused).
 
-The handle is not part of confluent-kafka's API: `handle()` reads it from the object and uses it only
-when the library it resolves is the one confluent-kafka reports and the handle's opaque is that very
-Producer (confluent-kafka sets it so). Anything else returns None and the caller keeps the loop.
+The handle is not part of confluent-kafka's API: `handle()` reads it from the object, so it does so only
+under a confluent-kafka version eos has run this path with (`TESTED_CONFLUENT_KAFKA`: make test's and
+make matrix's; a release that moved the field would make the read below crash the worker, not fall back),
+and uses it only when the library it resolves is the one confluent-kafka reports and the handle's opaque
+is that very Producer (confluent-kafka sets it so). Anything else returns None and the caller keeps the
+loop.
 No compiler is needed: ctypes and NumPy. docs/design.md ("The produce path fed from Arrow") has the
 measurements.
 """
@@ -22,7 +25,7 @@ import functools
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer, libversion
+from confluent_kafka import KafkaError, KafkaException, Producer, libversion, version
 from confluent_kafka import cimpl as _cimpl
 
 from eos._log import get_logger
@@ -54,6 +57,34 @@ _MESSAGE = np.dtype(
 #: a null key from an empty one by the pointer
 _EMPTY = ctypes.create_string_buffer(1)
 _EMPTY_ADDRESS = ctypes.addressof(_EMPTY)
+
+
+#: confluent-kafka versions this path has run with: constraints.txt's (make test) and the pins of
+#: tests/matrix.py (make matrix; its pip-spark rows got the newest); tests/unit/test_rdkafka_allowlist.py
+#: keeps them in step. Add a version here once make matrix has run it.
+TESTED_CONFLUENT_KAFKA = frozenset({"2.3.0", "2.12.1", "2.16.1"})
+
+
+def _client_version() -> str:
+    """The installed confluent-kafka's version (its Python package's, e.g. "2.12.1"): `version()` is
+    ("2.3.0", 0x2030000) in 2.3, the text alone in 2.12."""
+    found = version()
+    return str(found[0] if isinstance(found, tuple) else found)
+
+
+@functools.cache
+def _tested(client_version: str) -> bool:
+    """Whether `client_version` is one of TESTED_CONFLUENT_KAFKA; logs once per process why not."""
+    if client_version in TESTED_CONFLUENT_KAFKA:
+        return True
+    get_logger().info(
+        "arrow produce off",
+        confluent_kafka=client_version,
+        reason="eos reads librdkafka's handle from confluent-kafka's private object layout only under the"
+        f" versions it has run that with ({', '.join(sorted(TESTED_CONFLUENT_KAFKA))}): one produce() per"
+        " record instead",
+    )
+    return False
 
 
 @functools.cache
@@ -94,8 +125,10 @@ def handle(producer: Producer) -> int | None:
 
     confluent-kafka's handle object starts with the Python object header and then `rk`; librdkafka's
     opaque of that `rk` is the Python object itself (confluent-kafka sets it for its callbacks)."""
+    if not isinstance(producer, Producer) or not _tested(_client_version()):
+        return None
     lib = _library()
-    if lib is None or not isinstance(producer, Producer):
+    if lib is None:
         return None
     header = object.__basicsize__
     if type(producer).__basicsize__ < header + ctypes.sizeof(ctypes.c_void_p):

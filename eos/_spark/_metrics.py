@@ -7,6 +7,12 @@ already committed, dead letters), transactions, aborts, redos, state records res
 committing, and the input lag after the batch (the partition's stable end minus the offset eos
 committed; input_mode "kafka"). input_mode "any" labels its parts as partitions of its progress topic.
 Per app: batches, the last batch id, and each batch's seconds (a histogram).
+
+The lag figure costs one ListOffsets request per batch for every input partition the query's run has
+written (`Lags`), bounded by LAG_TIMEOUT_S: a cluster that does not answer by then (a leader down, no
+broker reachable) leaves the figure out for that batch, logged, rather than hold the batch up. An app's
+lag gauges are those of its query's current run: the partitions of an earlier run (another topic, a new
+checkpoint) or of a topic that no longer exists are removed, not left at their last value.
 """
 
 from __future__ import annotations
@@ -15,12 +21,21 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
+from eos._kafka import _admin
 from eos.config import Config
-from eos.errors import ConfigError
+from eos.errors import ConfigError, EosError
+
+#: how long a batch waits for the input partitions' end offsets of its lag figure (at most
+#: operation_timeout_ms): a cluster that answers does so in milliseconds
+LAG_TIMEOUT_S = 2.0
 
 _lock = threading.Lock()
 _families: dict[str, Any] = {}
 _served: dict[int, Any] = {}
+#: per app_id, the (topic, partition) whose input lag gauge is set
+_lag_shown: dict[str, set[tuple[str, int]]] = {}
 
 #: per-partition counters: name -> (BatchSummary per_partition key, help)
 _COUNTERS = {
@@ -72,11 +87,55 @@ def enable(config: Config) -> None:
             )
         port = config.metrics_port
         if port and port not in _served:
-            _served[port] = client.start_http_server(port)
+            try:
+                _served[port] = client.start_http_server(port)
+            except OSError as exc:  # the port is taken (EADDRINUSE), or not ours to bind (EACCES)
+                raise ConfigError(
+                    "metrics_port",
+                    f"cannot serve the sink's metrics on port {port} ({exc.strerror or exc}): another"
+                    " process, or another server of this one, holds it. eos serves them from the process"
+                    " the sink runs in (the driver; the Connect server under Spark Connect): choose a free"
+                    " port there, or metrics_port=0 to record them without serving (an application that"
+                    " serves prometheus_client's registry itself shows them). Nothing of the batch was"
+                    " written.",
+                ) from None
 
 
-def record(config: Config, summary, ends: Mapping[tuple[str, int], int]) -> None:
-    """One batch's figures (`BatchSummary`); `ends`: each input partition's stable end offset."""
+@attrs.define
+class Lags:
+    """The input partitions one run of a query has written (one Sink's batches, their ids increasing)
+    and the offset eos committed for each. Every batch measures the lag of all of them, not only those
+    the batch had records of (a partition lags by what arrived since, with or without a batch), and the
+    app shows no other partition's. A batch id not above the last one starts a new run (a new
+    checkpoint starts again at 0; a re-run batch after a failure)."""
+
+    last_batch: int | None = None
+    committed: dict[tuple[str, int], int] = attrs.field(factory=dict)
+
+    def add(self, config: Config, summary) -> None:
+        """The committed offsets of a batch (`BatchSummary`); a batch id not above the last starts anew."""
+        if self.last_batch is not None and summary.batch_id <= self.last_batch:
+            self.committed.clear()
+        self.last_batch = summary.batch_id
+        if config.input_mode != "kafka":
+            return  # parts, not input partitions: no input offsets to measure a lag with
+        for stats in summary.per_partition:
+            committed = next_offset(stats)
+            if committed is not None:
+                self.committed[(stats["topic"], stats["partition"])] = committed
+
+
+def record(
+    config: Config,
+    summary,
+    ends: Mapping[tuple[str, int], int] | None = None,
+    *,
+    lags: Lags | None = None,
+    log=None,
+) -> None:
+    """One batch's figures (`BatchSummary`). `lags`: the query's run (see `Lags`; without it, the batch's
+    partitions alone); `ends`: their stable end offsets where the caller has them (one missing: a
+    partition that does not exist), else they are asked for (`_end_offsets`)."""
     app = config.app_id
     for stats in summary.per_partition:
         labels = (app, stats["topic"], str(stats["partition"]))
@@ -84,13 +143,53 @@ def record(config: Config, summary, ends: Mapping[tuple[str, int], int]) -> None
             value = stats[key]
             if value:
                 _families[name].labels(*labels).inc(value)
-        committed = next_offset(stats)
-        end = ends.get((stats["topic"], stats["partition"]))
-        if committed is not None and end is not None:
-            _families["eos_input_lag"].labels(*labels).set(max(end - committed, 0))
+    lags = Lags() if lags is None else lags
+    lags.add(config, summary)
+    if ends is None:
+        ends = _end_offsets(config, lags.committed, log)
+    shown: dict[tuple[str, int], int] = {}
+    if ends is not None:
+        for tp in [tp for tp in lags.committed if ends.get(tp) is None]:
+            del lags.committed[tp]  # the partition does not exist (any more)
+        shown = {tp: max(ends[tp] - committed, 0) for tp, committed in lags.committed.items()}
+    _show_lags(app, shown)
     _families["eos_batches"].labels(app).inc()
     _families["eos_last_batch_id"].labels(app).set(summary.batch_id)
     _families["eos_batch_seconds"].labels(app).observe(summary.seconds)
+
+
+def _end_offsets(
+    config: Config, tps: Mapping[tuple[str, int], int], log
+) -> dict[tuple[str, int], int | None] | None:
+    """The stable end offset of each of `tps` (None for one that does not exist), in one ListOffsets
+    request (read_committed: the last stable offset) bounded by LAG_TIMEOUT_S; None where the cluster
+    did not answer them in time, or refused."""
+    if not tps:
+        return {}
+    timeout = min(LAG_TIMEOUT_S, config.operation_timeout_ms / 1000)
+    try:
+        return _admin.Admin(config, timeout).log_offsets(tps, "latest", committed_only=True)
+    except EosError as exc:
+        if log is not None:
+            log.info(
+                "input lag not measured",
+                partitions=len(tps),
+                detail=f"the end offsets did not come (asked for {timeout:g}s): the lag figure is left"
+                " out for this batch",
+                error=str(exc),
+            )
+        return None
+
+
+def _show_lags(app: str, lags: Mapping[tuple[str, int], int]) -> None:
+    """Set the app's input lag gauges to `lags`, and remove those of every other partition."""
+    gauge = _families["eos_input_lag"]
+    with _lock:
+        for topic, partition in _lag_shown.get(app, set()) - lags.keys():
+            gauge.remove(app, topic, str(partition))
+        for (topic, partition), lag in lags.items():
+            gauge.labels(app, topic, str(partition)).set(lag)
+        _lag_shown[app] = set(lags)
 
 
 def next_offset(stats: Mapping[str, Any]) -> int | None:
