@@ -25,6 +25,9 @@ POINTS = (
     "after_commit",  # F4: after 7d, before 7e: committed, local state not yet applied
     "during_restore",  # F6: in 4b, a state store half restored from its changelog
 )
+#: the points of `eos dlq replay --execute` (not a task's: `make chaos` does not arm them): before its
+#: producer fences earlier runs, after a chunk's offsets are in its transaction, after it committed
+REPLAY_POINTS = ("replay_before_fence", "replay_after_send_offsets", "replay_after_commit")
 
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)
 _PAUSE_ARMED = frozenset(p for p in os.environ.get("EOS_PAUSE_AT", "").split(",") if p)

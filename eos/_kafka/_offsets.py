@@ -110,6 +110,14 @@ def _foreign_message(config: Config, topic: str, partition: int, entry: Committe
         who = f"by eos app {found.get('app')!r} (metadata {entry.metadata!r})"
     else:
         who = f"by eos for another output (metadata {entry.metadata!r}; this query's is {stamp(config)!r})"
+    if topic == _names.parts_topic(config.app_id):
+        return (
+            f"group {config.app_id!r} has offset {entry.offset} committed for part {partition} of the"
+            f" progress topic {topic} {who}: the part's record of the batch it wrote is gone, so eos cannot"
+            " tell whether the batch it runs now is written. Nothing of the part was written. To write it"
+            f" again (what it may have written already is then written twice): `eos offsets reset --app"
+            f' {config.app_id} --to \'{{"{topic}": {{"{partition}": -2}}}}\' --drop-progress --execute`.'
+        )
     return (
         f"group {config.app_id!r} has offset {entry.offset} committed for input partition {topic}/{partition}"
         f" {who}. eos skips every input row below the committed offset, so it refuses an offset it did"

@@ -119,6 +119,24 @@ class GroupReader:
                 f"reading {topic}: no record within {timeout:g}s of partitions {sorted(waiting)}"
             )
 
+    def committed(self, topic: str, partitions: int, timeout: float) -> dict[int, int]:
+        """The group's committed offset per partition of `topic` that has one, stable: read_committed
+        makes librdkafka ask with require_stable, so while a transaction holding offsets for the group is
+        open the broker does not answer with the offset before it (librdkafka asks again until
+        `timeout`). `eos dlq replay` asks only once its producer has fenced every earlier run of the
+        group, whose transaction has then ended one way or the other."""
+        request = [TopicPartition(topic, p) for p in range(partitions)]
+        what = f"reading the committed offsets of group {self.group!r} for {topic}"
+        with _translate.translating(what):
+            found = self._consumer.committed(request, timeout=timeout)
+        out = {}
+        for tp in found:
+            if tp.error is not None:
+                raise _translate.translate_error(tp.error, f"{what}/{tp.partition}")
+            if tp.offset >= 0:
+                out[tp.partition] = tp.offset
+        return out
+
     def positions(self) -> list[TopicPartition]:
         """Where the read stands in each partition that has a position: the offsets a copy commits."""
         return [tp for tp in self._consumer.position(self._consumer.assignment()) if tp.offset >= 0]

@@ -1,5 +1,10 @@
 """Writes outside a partition task: `eos dlq replay`'s transactional copy of what a `GroupReader` read
-(`TransactionalCopier`), and `eos.testing`'s input and markers (`PlainProducer`)."""
+(`TransactionalCopier`), and `eos.testing`'s input and markers (`PlainProducer`).
+
+The copier passes three crash points of `eos._crash` (EOS_CRASH_AT / EOS_PAUSE_AT), for the tests of a
+replay killed or stopped mid-way: `replay_before_fence` (before init_transactions), and per chunk
+`replay_after_send_offsets` (the chunk's copies and offsets sent, not committed) and
+`replay_after_commit`."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from eos import _crash
 from eos._kafka import _clients, _translate
 from eos._kafka._reads import GroupReader
 from eos.config import Config
@@ -26,7 +32,11 @@ def _produce(producer: Producer, topic: str, value, key=None, partition: int = -
 class TransactionalCopier:
     """A transactional producer whose transactions also commit `reader`'s positions for its group, as
     eos's tasks commit their input offsets: a copy that fails or is killed and is run again copies
-    nothing twice. Its transactional.id is the group's; `what` names it in errors."""
+    nothing twice. Its transactional.id is the group's; `what` names it in errors.
+
+    Created, it has fenced every earlier copier of the group (init_transactions): a transaction such
+    a one left open is aborted, one whose commit had begun is complete. Only then may the caller read
+    where the group stands (`GroupReader.committed`)."""
 
     def __init__(self, config: Config, reader: GroupReader, timeout: float, what: str) -> None:
         self.reader = reader
@@ -34,6 +44,7 @@ class TransactionalCopier:
         settings = _clients.producer_settings(config, reader.group)
         with _translate.translating(f"creating {what}"):
             self._producer = Producer(_clients.with_logger(settings))
+        _crash.point("replay_before_fence")
         _translate.call(
             lambda: self._producer.init_transactions(timeout),
             what=f"init_transactions ({reader.group})",
@@ -57,11 +68,13 @@ class TransactionalCopier:
             what="send_offsets_to_transaction",
             timeout_s=self.timeout,
         )
+        _crash.point("replay_after_send_offsets")
         _translate.call(
             lambda: self._producer.commit_transaction(self.timeout),
             what="commit_transaction",
             timeout_s=self.timeout,
         )
+        _crash.point("replay_after_commit")
 
 
 class PlainProducer:

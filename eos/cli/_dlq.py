@@ -3,7 +3,9 @@
 Both read it read_committed, from the start (show) or the replay group's committed offsets (replay) to
 its end as of the call. A replay copies each dead letter's key, value and input headers (not eos's
 `__eos.errors.*`) to a topic, a chunk per transaction that also commits the replay group's offsets, as
-eos's tasks do: a replay that fails or is killed and is run again copies nothing twice.
+eos's tasks do: a replay that fails or is killed and is run again copies nothing twice. That holds
+because a replay fences every earlier run of its group (its producer's init_transactions: the
+transactional.id is the group) before it reads the group's offsets, stable (`GroupReader.committed`).
 """
 
 from __future__ import annotations
@@ -131,14 +133,19 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
     """Copy dead letters to `--to`, exactly once per replay group; a dry run unless --execute."""
     count = broker.require_topics([args.topic, args.to])[args.topic]
     group = args.group or default_group(args.topic)
-    committed = {tp[1]: offset for tp, offset in broker.committed(group).items() if tp[0] == args.topic}
     reader = _reader(config, group)
     copier = None
     copied, valueless, others, chunk = 0, 0, 0, 0
     try:
         with exit_codes():  # no record within --timeout: exit code 4
             if args.execute:
+                # Fence first, then read where the group stands: an earlier run killed during its commit
+                # may still complete it (its request was on its way), and offsets read before the fence
+                # would miss that chunk and copy it again.
                 copier = TransactionalCopier(config, reader, args.timeout, "the replay producer")
+                committed = reader.committed(args.topic, count, args.timeout)
+            else:  # a dry run fences nothing: the last committed offsets, as a running replay left them
+                committed = {tp[1]: o for tp, o in broker.committed(group).items() if tp[0] == args.topic}
             for msg in reader.records(args.topic, count, committed, args.timeout):
                 if copier is not None and chunk == 0:
                     copier.begin()

@@ -1,4 +1,12 @@
-"""`eos offsets show` and `eos offsets reset`: the app's consumer group, its committed input offsets."""
+"""`eos offsets show` and `eos offsets reset`: the app's consumer group, its committed input offsets.
+
+The group also holds the progress of input_mode "any" (`<app>-eos-parts`: each part's committed offset
+records the batch it wrote, `eos._core._parts.Progress`). It is not input: `show` leaves it out, and
+`reset` leaves it alone unless it is named (`--topic`, or the topic of `--to JSON`) and `--drop-progress`
+is given. Any offset `reset` writes carries the operator's stamp, not a part's record, so a reset of the
+progress topic makes its parts forget what they committed: a batch a crash interrupted is then written
+again in full, parts committed before the crash included.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +32,9 @@ from eos.cli._broker import Broker, open_transactions
 from eos.config import Config
 
 TP = tuple[str, int]
+
+#: why `reset` left a partition of the progress topic alone (its JSON "skipped" reason)
+PROGRESS_KEPT = "progress of input_mode 'any', not input: name it with --topic and --drop-progress"
 
 
 def add_commands(commands, leaf: Leaf) -> None:
@@ -69,6 +80,13 @@ def add_commands(commands, leaf: Leaf) -> None:
     )
     run.add_argument(
         "--dry-run", action="store_true", help="print old -> new and change nothing (the default)"
+    )
+    reset.add_argument(
+        "--drop-progress",
+        action="store_true",
+        help="input_mode 'any': reset the progress topic APP-eos-parts too, named with --topic (or in"
+        " --to JSON): its parts forget the batches they committed, and a batch run again is written in"
+        " full (naming it is refused without this flag)",
     )
     reset.add_argument("--json", action="store_true", help="JSON instead of a table")
     reset.add_argument("--state-dir", help="also refuse while a store of the app is locked here")
@@ -160,8 +178,35 @@ def refuse_if_running(broker: Broker, config: Config, tps: Sequence[TP]) -> None
         )
 
 
-def _targets(args, broker: Broker, committed: dict[TP, int]) -> tuple[list[TP], dict[TP, int], list[TP]]:
-    """(partitions, new offset per partition, partitions left as they are)."""
+def _check_progress_named(args, app: str) -> bool:
+    """Whether the reset names the progress topic of input_mode "any"; refused (exit 2) unless
+    --drop-progress is given, which in turn applies to that topic only."""
+    progress = _names.parts_topic(app)
+    named = progress in (args.to if isinstance(args.to, dict) else (args.topic or ()))
+    if named and not args.drop_progress:
+        raise CliError(
+            EXIT_USAGE,
+            f"refused: {progress!r} is the progress topic of input_mode 'any', not input: each part's"
+            " committed offset there records the batch it wrote. A reset stamps it as the operator's,"
+            " so the parts forget their batches: a batch the query runs again (one a crash interrupted)"
+            " is then written again in full, its committed parts included (duplicates)."
+            " Nothing was changed. To do that all the same (the query's checkpoint was replaced, or"
+            " eos refused the progress as a foreign offset: it is lost already), add --drop-progress;"
+            f" `eos parts show --app {app}` shows the progress",
+        )
+    if args.drop_progress and not named:
+        raise CliError(
+            EXIT_USAGE,
+            f"--drop-progress applies to the progress topic only: name it with --topic {progress}",
+        )
+    return named
+
+
+def _targets(
+    args, broker: Broker, committed: dict[TP, int], progress: str
+) -> tuple[list[TP], dict[TP, int], list[TP]]:
+    """(partitions, new offset per partition, partitions left as they are). Without --topic or --to JSON:
+    every partition the group committed but those of the progress topic `progress`."""
     to = args.to
     if isinstance(to, dict):
         counts = broker.require_topics(to)
@@ -175,7 +220,7 @@ def _targets(args, broker: Broker, committed: dict[TP, int]) -> tuple[list[TP], 
     elif args.topic:
         tps = _all_partitions(broker, args.topic)
     else:
-        tps = sorted(committed)
+        tps = sorted(tp for tp in committed if tp[0] != progress)
     low = broker.log_offsets(tps, "earliest")
     end = broker.log_offsets(tps, "latest")
     stable = broker.log_offsets(tps, "latest", committed_only=True)  # where a read_committed reader stops
@@ -218,10 +263,15 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     if isinstance(args.to, dict) and args.topic:
         raise CliError(EXIT_USAGE, "--topic does not combine with --to JSON (the JSON names the topics)")
     app = config.app_id
+    progress = _names.parts_topic(app)
+    dropping = _check_progress_named(args, app)
     committed = _known_committed(broker, app)
-    tps, new, skipped = _targets(args, broker, committed)
+    tps, new, skipped = _targets(args, broker, committed, progress)
     refuse_if_running(broker, config, sorted(set(tps) | set(committed)))
     rows = [(t, p, committed.get((t, p)), new[(t, p)]) for t, p in tps if (t, p) in new]
+    by_default = not (args.topic or isinstance(args.to, dict))  # every topic the group committed
+    kept = sorted(tp for tp in committed if tp[0] == progress) if by_default else []
+    dropped = sorted(p for t, p in new if t == progress and (t, p) in committed) if dropping else []
     dry_run = not args.execute
     if not dry_run and new:
         broker.alter(app, new)
@@ -231,15 +281,26 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
                 "app": app,
                 "dry_run": dry_run,
                 "partitions": [{"topic": t, "partition": p, "old": o, "new": n} for t, p, o, n in rows],
-                "skipped": [
-                    {"topic": t, "partition": p, "reason": "no committed offset"} for t, p in skipped
-                ],
+                "skipped": [{"topic": t, "partition": p, "reason": "no committed offset"} for t, p in skipped]
+                + [{"topic": t, "partition": p, "reason": PROGRESS_KEPT} for t, p in kept],
+                "progress_dropped": [{"topic": progress, "part": p} for p in dropped],
             }
         )
         return EXIT_OK
     print(_arrow_table(rows))
     for t, p in skipped:
         print(f"{t}/{p}: no committed offset to shift: left as it is")
+    if kept:
+        print(
+            f"{progress}: the progress of input_mode 'any' ({len(kept)} part(s)) left as it is"
+            " (not input; name it with --topic and --drop-progress to reset it)"
+        )
+    if dropped:
+        print(
+            f"{progress}: {'would drop' if dry_run else 'dropped'} the progress of {len(dropped)} part(s):"
+            " they forget the batches they committed, and a batch the query runs again (one a crash"
+            " interrupted) is written again in full, committed parts included"
+        )
     if dry_run:
         print(f"dry run: nothing changed ({len(rows)} partition(s) would be reset); add --execute to reset")
     else:
