@@ -128,6 +128,13 @@ class RecordError(EosError):
         self.reason = message
         super().__init__(f"{message} (input record {topic}/{partition}@{offset}; transaction aborted)")
 
+    def named(self, record: str) -> RecordError:
+        """This error with its record named `record` instead of by input coordinates (a row of an
+        `input_mode="any"` part has none: its topic/partition/offset are the part's progress
+        partition and the row's index in the part)."""
+        self.args = (f"{self.reason} ({record}; transaction aborted)",)
+        return self
+
 
 class ProcessError(RecordError):
     """The user's `process` function raised on an input record, or returned an output Kafka cannot

@@ -44,7 +44,7 @@ from eos._spark import _metrics, _partitioning
 from eos._spark._batch import batch_layout, check_output_topic, functions, input_provenance, task_slots
 from eos._spark._placement import place
 from eos.config import Config
-from eos.errors import ConfigError, EosError, InputOrderError
+from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
 from eos.state import StoreSpec
 
 
@@ -238,20 +238,61 @@ class Sink:
     def _write_parts(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
     ) -> None:
-        """input_mode "any": P1-P3 of docs/protocol.md (`eos._core._parts`)."""
+        """input_mode "any": P0-P3 of docs/protocol.md (`eos._core._parts`)."""
         _topics.ensure_parts_topic(self.config)  # asks the broker once per process
         key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
-        placed = place(batch_df, self.config, columns, key)  # P1
+        placement = self._placement(batch_id, columns, key)  # P0
+        placed = place(batch_df, columns, key, placement)  # P1
         job = _parts.PartJob(
             config=self.config,
             batch_id=batch_id,
             layout=layout,
-            parts=self.config.parts,
+            parts=placement.parts,
             functions=self.functions,
+            placement=placement,
         )
         rows = placed.mapInArrow(partial(_run_parts, job), STATS_DDL).collect()  # P2
         stats = [row.asDict() for row in rows]
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped=True))  # P3
+
+    def _placement(self, batch_id: int, columns: list[str], key: str | None) -> _parts.Placement:
+        """P0: the placement of batch `batch_id`'s first run where it committed parts (a re-run places
+        its rows the same way, whatever parts / part_columns say now: they apply from the next batch),
+        else this config's. One that this batch cannot have is refused before any part writes."""
+        asked = _parts.Placement.of(self.config, key)
+        unknown = [c for c in asked.columns if c not in columns]
+        if unknown:
+            raise ConfigError(
+                "part_columns",
+                f"names {', '.join(map(repr, unknown))}, not a column of the batch's output"
+                f" ({', '.join(columns)}): part_columns must name columns eos writes (after process"
+                " functions' pass-through selection). Nothing of the batch was written.",
+            )
+        first = _parts.batch_placement(self.config, batch_id, self.log)
+        if first is None or first == asked:
+            return asked
+        where = f"batch {batch_id} was first run placed {first.describe()}"
+        missing = [c for c in first.columns if c not in columns] or (
+            ["key"] if first.by == "key" and key is None else []
+        )
+        if missing:
+            raise NondeterministicBatchError(
+                f"{where}, and some of its parts are committed; this run's output lacks"
+                f" {', '.join(map(repr, missing))}, so it cannot place the rest of the batch as its first"
+                " run did. Nothing of the batch was written. Run the batch with the output it had, then"
+                " change it (it applies from the next batch).",
+                batch_id=batch_id,
+                part=-1,
+            )
+        if first.parts is not None:
+            _topics.ensure_parts_topic(attrs.evolve(self.config, parts=max(first.parts, self.config.parts)))
+        self.log.warning(
+            "re-run of a batch placed as its first run: the new placement applies from the next batch",
+            batch_id=batch_id,
+            first=first.describe(),
+            configured=asked.describe(),
+        )
+        return first
 
     def _record(self, summary: BatchSummary) -> None:
         if self._metrics:

@@ -4,10 +4,9 @@ to it. Run at task start and again whenever a kept producer turns out displaced.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from eos._core import _input
+from eos._core import _input, _proof
 from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._stats import PartitionStats
@@ -80,25 +79,14 @@ class Incarnation:
 
     def _prove(self, entry: _offsets.Committed | None) -> None:
         """Step 3b: the transaction that committed `entry` is visible on every partition it wrote to
-        (`eos._kafka._witness`), unless this worker saw it commit; else nothing below it is skipped."""
+        (`eos._core._proof`); else nothing below it is skipped."""
         found = _offsets.fields(entry.metadata) if entry is not None else None
         if not found or _witness.FIELD not in found:
             return
-        tid = self.scope.transactional_id
-        if _pool.is_proven(tid, entry.metadata):
-            return
         witnesses = _witness.decode(found[_witness.FIELD])
-        started = time.monotonic()
-        verdict = _witness.invisible(self.config, witnesses, self.log)
-        if verdict.aborted:
-            raise _lost(self.scope, entry, found, witnesses, verdict.aborted, self.log)
-        _pool.proven(tid, entry.metadata)
-        self.log.info(
-            "committed transaction read back",
-            offset=entry.offset,
-            partitions=len(witnesses),
-            ms=round((time.monotonic() - started) * 1000, 1),
-        )
+        lost = _proof.aborted(self.config, self.scope.transactional_id, entry.metadata, witnesses, self.log)
+        if lost:
+            raise _lost(self.scope, entry, found, len(witnesses), lost)
 
     def replace_kept(self, why: str, exc: Exception | None = None) -> None:
         """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
@@ -151,11 +139,10 @@ class Incarnation:
             self.state = None
 
 
-def _lost(scope: PartitionScope, entry, found, witnesses, aborted, log) -> CommitLostError:
+def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLostError:
     """The error of a committed offset whose transaction the broker aborted on some partitions."""
     app, where = scope.config.app_id, scope.where
     since = found.get("since")
-    lost = ", ".join(f"{t}/{p} (its records up to offset {o})" for t, p, o in aborted)
     rewrite = (
         f"To write input {where} from offset {since} again (its outputs on the other partitions are then"
         f" written twice): `eos offsets reset --app {app} --topic {scope.topic}"
@@ -165,15 +152,12 @@ def _lost(scope: PartitionScope, entry, found, witnesses, aborted, log) -> Commi
     )
     message = (
         f"input partition {where}: the transaction that committed offset {entry.offset}"
-        f" (batch {found.get('batch', '?')}) is not visible on {len(aborted)} of the {len(witnesses)}"
-        f" partitions it wrote: {lost}. The broker committed it on the others and aborted it on these"
-        " (read_uncommitted shows its records, then an abort): a transaction coordinator restarted"
-        ' before the controller fenced it can do this (docs/operations.md, "Broker restarts").'
-        " eos stops rather than skip input whose outputs no read_committed reader will see; nothing of"
-        f" {where} was written or skipped. {rewrite}To accept the loss: `eos offsets reset --app {app}"
-        f" --topic {scope.topic} --shift 0 --execute`."
+        f" (batch {found.get('batch', '?')}) is not visible on {len(lost)} of the {written}"
+        f" partitions it wrote: {_proof.listed(lost)}. {_proof.CAUSE} eos stops rather than skip input"
+        f" whose outputs no read_committed reader will see; nothing of {where} was written or skipped."
+        f" {rewrite}To accept the loss: `eos offsets reset --app {app} --topic {scope.topic} --shift 0"
+        " --execute`."
     )
-    log.error("committed transaction lost on some partitions", offset=entry.offset, lost=list(aborted))
     return CommitLostError(
-        message, topic=scope.topic, partition=scope.partition, offset=entry.offset, lost=tuple(aborted)
+        message, topic=scope.topic, partition=scope.partition, offset=entry.offset, lost=tuple(lost)
     )

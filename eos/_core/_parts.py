@@ -17,6 +17,7 @@ import hashlib
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import quote, unquote
 
 import attrs
 import numpy as np
@@ -24,26 +25,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos import _crash, _names
-from eos._core import _worker
-from eos._core._arrow import Layout, batch_outputs, passthrough
+from eos._core import _proof, _worker
+from eos._core._arrow import Layout
 from eos._core._job import Commit, Functions
+from eos._core._scope import PartitionScope
 from eos._core._stats import STATS_SCHEMA, PartitionStats
-from eos._kafka import _offsets, _pool, _producer, _schemas
+from eos._core._transaction import Transaction
+from eos._core._writer import Writer
+from eos._kafka import _offsets, _pool, _producer, _topics, _witness
 from eos._log import get_logger
 from eos.config import Config
 from eos.errors import (
+    CommitLostError,
     FatalError,
     NondeterministicBatchError,
     OffsetsUnstableError,
     PartTooLargeError,
-    ProcessError,
+    RecordError,
+    TransactionAbortableError,
 )
-from eos.records import Outputs, outputs_of
 from eos.state import State
 
 #: the part a row is placed in, and the hash of its content (added by `place`, read by the task)
 PART_COLUMN = "eos_part"
 HASH_COLUMN = "eos_h"
+#: a row's index in its part, added by the task: what names a row of a part (its "offset")
+ROW_COLUMN = "eos_row"
+#: rows written between two checks of the part's transaction's age
+_CHUNK = 10_000
 #: a part's one transaction is aborted once it has been open this share of transaction_timeout_ms
 TIMEOUT_SHARE = 0.8
 
@@ -83,20 +92,59 @@ def _splitmix64(h: np.ndarray) -> np.ndarray:
 
 
 @attrs.frozen
+class Placement:
+    """How P1 placed a batch's rows: in `parts` parts (None: Spark's own partitions, `format("eos")`),
+    by `by`: "content" (a hash of each row), "key" (the `key` column; rows without one by content) or
+    "columns:<a>,<b>" (`part_columns`). A re-run of a batch must place its rows as its first run did."""
+
+    parts: int | None
+    by: str | None
+
+    @classmethod
+    def of(cls, config: Config, key: str | None) -> Placement:
+        """The placement `config` asks for, for a batch with (`key`) or without a key column."""
+        if config.part_columns:
+            columns = [c.strip() for c in config.part_columns.split(",") if c.strip()]
+            return cls(config.parts, "columns:" + ",".join(columns))
+        return cls(config.parts, "key" if key else "content")
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of "columns:..." (else none)."""
+        return self.by.split(":", 1)[1].split(",") if self.by and self.by.startswith("columns:") else []
+
+    def describe(self) -> str:
+        how = {"content": "by row content", "key": "by the key column"}.get(
+            self.by or "", f"by part_columns={','.join(self.columns)!r}" if self.columns else "(unrecorded)"
+        )
+        return f"parts={self.parts} {how}"
+
+
+@attrs.frozen
 class Progress:
-    """What part i's committed offset says: batch `batch_id` of `parts` parts is written, `digest` its rows.
-    The offset itself is batch_id + 1 (Kafka's "next to process")."""
+    """What part i's committed offset says: batch `batch_id` placed as `placement` is written, `digest`
+    its rows. The offset itself is batch_id + 1 (Kafka's "next to process")."""
 
     batch_id: int
-    parts: int | None
+    placement: Placement
     digest: Digest
+    #: the committing transaction's witnesses (`eos._kafka._witness`), and the whole metadata they came in
+    witnesses: dict[tuple[str, int], int] = attrs.field(factory=dict, eq=False)
+    stamp: str | None = attrs.field(default=None, eq=False)
 
-    def metadata(self, config: Config, part: int) -> str:
+    @property
+    def parts(self) -> int | None:
+        return self.placement.parts
+
+    def metadata(
+        self, config: Config, part: int, witnesses: dict[tuple[str, int], int] | None = None, log=None
+    ) -> str:
         d = self.digest
         parts = "" if self.parts is None else str(self.parts)
+        by = "" if self.placement.by is None else f";by={quote(self.placement.by, safe=':,')}"
         return (
-            f"{_offsets.stamp(config)};mode=any;batch={self.batch_id};part={part};parts={parts}"
-            f";rows={d.rows};digest={d.text()}"
+            f"{_offsets.stamp(config, witnesses=witnesses, log=log)};mode=any;batch={self.batch_id}"
+            f";part={part};parts={parts}{by};rows={d.rows};digest={d.text()}"
         )
 
     @classmethod
@@ -107,9 +155,37 @@ class Progress:
         digest = fields.get("digest", "")
         return cls(
             batch_id=int(fields["batch"]),
-            parts=int(fields["parts"]) if fields.get("parts") else None,
+            placement=Placement(
+                int(fields["parts"]) if fields.get("parts") else None,
+                unquote(fields["by"]) if "by" in fields else None,
+            ),
             digest=Digest(int(fields["rows"]), int(digest[:16], 16), int(digest[16:], 16)),
+            witnesses=_witness.decode(fields.get(_witness.FIELD)),
+            stamp=entry.metadata,
         )
+
+
+def batch_placement(config: Config, batch_id: int, log=None) -> Placement | None:
+    """P0, on the driver before any part of batch `batch_id` writes: the placement its first run
+    committed parts with (None: no part of it is committed). Reads every partition of the progress topic
+    (a first run may have used more parts than this one), the last committed offsets (an open
+    transaction of a part is that part's to fence)."""
+    topic = _names.parts_topic(config.app_id)
+    count = _topics.partitions(config, [topic]).get(topic) or 0
+    found = {
+        progress.placement
+        for progress in read_progress(config, range(count), log, stable=False).values()
+        if progress is not None and progress.batch_id == batch_id
+    }
+    if len(found) > 1:
+        raise NondeterministicBatchError(
+            f"batch {batch_id}: its parts were committed under different placements"
+            f" ({'; '.join(sorted(p.describe() for p in found))}), so no placement writes the rest of it"
+            " exactly once. Nothing more of it was written.",
+            batch_id=batch_id,
+            part=-1,
+        )
+    return next(iter(found), None)
 
 
 def read_progress(
@@ -136,6 +212,12 @@ class PartJob:
     #: the number of parts; None where Spark's own partitioning made them (`format("eos")`)
     parts: int | None
     functions: Functions = attrs.field(factory=Functions)
+    #: how P1 placed the rows (None: not recorded, `format("eos")`)
+    placement: Placement | None = None
+
+    @property
+    def recorded(self) -> Placement:
+        return self.placement if self.placement is not None else Placement(self.parts, None)
 
 
 class PartTask:
@@ -151,13 +233,19 @@ class PartTask:
         self.stats = PartitionStats(self.topic, part, tid)
         self.tid = tid
         self.producer: _producer.OutputProducer | None = None
-        self.serializers = _schemas.Serializers.of(config)
+        self.layout = attrs.evolve(job.layout, offset=ROW_COLUMN)
         self.started = time.monotonic()
 
     def where(self) -> str:
         return f"batch {self.job.batch_id}, part {self.part}"
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> PartitionStats:
+        try:
+            return self._run(batches)
+        except RecordError as exc:  # its coordinates are the part's progress partition and row index
+            raise exc.named(f"{self.where()}, row {exc.offset}") from exc.__cause__
+
+    def _run(self, batches: Iterator[pa.RecordBatch]) -> PartitionStats:
         try:
             progress = self._start()  # A2, A3
             if progress is not None and progress.batch_id == self.job.batch_id:
@@ -241,16 +329,17 @@ class PartTask:
                 f"{self.where()}: part {self.part} already recorded batch {progress.batch_id}, a later one:"
                 " this is not the Spark checkpoint the parts were written under (it was deleted or"
                 " replaced). Nothing was written. Use a new app_id for a new checkpoint, or drop the"
-                f" group's progress: kafka-consumer-groups --delete-offsets --group {self.config.app_id}"
-                f" --topic {self.topic} (its batches are then written again).",
+                f" group's progress: `eos offsets reset --app {self.config.app_id} --topic {self.topic}"
+                " --to earliest --drop-progress --execute` (its batches are then written again).",
                 batch_id=self.job.batch_id,
                 part=self.part,
             )
-        if progress.batch_id == self.job.batch_id and progress.parts != self.job.parts:
+        if progress.batch_id == self.job.batch_id and not _same(progress.placement, self.job.recorded):
             raise NondeterministicBatchError(
-                f"{self.where()}: the batch's first run committed it in {progress.parts} parts, this run"
-                f" places it in {self.job.parts}: a batch's re-run must keep `parts`. Nothing was written"
-                " for this part; set parts back until the batch is done.",
+                f"{self.where()}: the batch's first run committed it placed {progress.placement.describe()},"
+                f" this run places it {self.job.recorded.describe()}: a batch's re-run must keep its"
+                " placement (the sink does, reading it before any part writes). Nothing was written for"
+                " this part.",
                 batch_id=self.job.batch_id,
                 part=self.part,
             )
@@ -259,6 +348,20 @@ class PartTask:
     def _verify(self, progress: Progress, batches: Iterator[pa.RecordBatch]) -> None:
         """A4: the part is committed for this batch: write nothing, after checking that this run computed
         the same rows."""
+        lost = _proof.aborted(self.config, self.tid, progress.stamp, progress.witnesses, self.log)
+        if lost:
+            raise CommitLostError(
+                f"{self.where()}: the transaction that committed this part is not visible on {len(lost)} of"
+                f" the {len(progress.witnesses)} partitions it wrote: {_proof.listed(lost)}. {_proof.CAUSE}"
+                " eos stops rather than count the part as written; nothing of it was written again. To write"
+                " the batch's part again (its outputs on the other partitions are then written twice), drop"
+                f" its progress: `eos offsets reset --app {self.config.app_id}"
+                f' --to \'{{"{self.topic}": {{"{self.part}": -2}}}}\' --drop-progress --execute`',
+                topic=self.topic,
+                partition=self.part,
+                offset=self.job.batch_id + 1,
+                lost=lost,
+            )
         digest = Digest()
         for batch in batches:
             self._check_part(batch)
@@ -285,44 +388,32 @@ class PartTask:
         )
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> None:
-        """A5, A6: every row of the part in one transaction, which also commits the part's progress."""
+        """A5, A6: every row of the part in one transaction (`PartTransaction`: the same commit steps as an
+        input partition's), which also commits the part's progress. The rows go through the same `Writer`
+        as an input partition's, each named by its index in the part (ROW_COLUMN)."""
         config, producer = self.config, self.producer
         _crash.point("before_produce")
-        if config.exactly_once and not producer.in_transaction:  # a kept producer's is open (A2)
-            producer.begin_transaction(self.log)
-        began = time.monotonic()
+        scope = PartitionScope(config, self.topic, self.part, self.job.batch_id, self.tid, self.log)
+        transaction = PartTransaction(scope, producer)  # a kept producer's is open already (A2)
+        writer = Writer(attrs.evolve(self.job, layout=self.layout), scope, _Writing(producer))
         digest = Digest()
-        for batch in batches:
-            self._check_part(batch)
-            self._check_age(began, digest.rows)
-            if self.job.functions.process is not None:
-                self.stats.records_out += self._produce_rows(batch, digest.rows)
-            else:
-                outputs = self._outputs(batch, digest.rows)
-                if self.serializers is not None:
-                    outputs = self.serializers.outputs(outputs, self.topic, self.part)
-                self.stats.records_out += producer.records.produce_outputs(outputs, self.topic, self.part)
-            digest = digest.plus(self._hashes(batch))
-        self.stats.records_in = digest.rows
-        producer.records.flush_and_check(self.topic, self.part)
-        self._check_age(began, digest.rows)
-        _crash.point("after_produce")
-        t0 = time.monotonic()
-        progress = Progress(self.job.batch_id, self.job.parts, digest)
-        offset = self.job.batch_id + 1
-        metadata = progress.metadata(config, self.part)
-        if config.exactly_once:
-            producer.send_offsets(
-                [(self.topic, self.part, offset, metadata)],
-                _offsets.group_metadata(config),
-                self.log,
-            )
-            _crash.point("after_send_offsets")
-            producer.commit_transaction(self.log)
-        else:
-            _offsets.commit(config, self.topic, self.part, offset, self.log, metadata)
-        seconds = time.monotonic() - t0
-        _crash.point("after_commit")
+        try:
+            for batch in batches:
+                self._check_part(batch)
+                hashes = self._hashes(batch)
+                rows = _with_rows(batch, digest.rows)
+                for at in range(0, rows.num_rows, _CHUNK):  # the age is checked between chunks
+                    self._check_age(transaction, digest.rows + at)
+                    writer.write(rows.slice(at, _CHUNK), transaction, may_stop=False)
+                digest = digest.plus(hashes)
+            self.stats.records_in = digest.rows
+            producer.records.flush_and_check(self.topic, self.part)
+            self._check_age(transaction, digest.rows)
+            transaction.progress = Progress(self.job.batch_id, self.job.recorded, digest)
+            seconds = transaction.commit()
+        except (FatalError, TransactionAbortableError) as exc:
+            raise self._too_large(transaction, digest.rows, exc) or exc from None
+        self.stats.records_out = transaction.outputs
         self.stats.transactions = 1
         self.stats.commit_seconds_max = self.stats.commit_seconds_total = seconds
         if self.job.functions.on_commit is not None:
@@ -331,26 +422,34 @@ class PartTask:
                     app_id=config.app_id,
                     topic=self.topic,
                     partition=self.part,
-                    offset=offset,
+                    offset=self.job.batch_id + 1,
                     batch_id=self.job.batch_id,
                     transactional_id=self.tid,
                     records=digest.rows,
-                    outputs=self.stats.records_out,
+                    outputs=transaction.outputs,
                     seconds=seconds,
                 )
             )
 
-    def _check_age(self, began: float, rows: int) -> None:
+    def _too_large(self, transaction: Transaction, rows: int, exc: Exception) -> PartTooLargeError | None:
+        """8e for a part: a transaction open past transaction_timeout_ms was aborted by the broker, which
+        fenced its producer. That is a part too large (or a process function too slow), not a zombie."""
+        if transaction.age() * 1000 < self.config.transaction_timeout_ms:
+            return None
+        return self._part_too_large(transaction.age(), rows, f" ({exc})")
+
+    def _check_age(self, transaction: Transaction, rows: int) -> None:
         """Abort before the broker would: a part is one transaction, so it must fit in
         transaction_timeout_ms."""
-        seconds = time.monotonic() - began
-        if seconds * 1000 < TIMEOUT_SHARE * self.config.transaction_timeout_ms:
-            return
-        raise PartTooLargeError(
+        if transaction.age() * 1000 >= TIMEOUT_SHARE * self.config.transaction_timeout_ms:
+            raise self._part_too_large(transaction.age(), rows, "")
+
+    def _part_too_large(self, seconds: float, rows: int, cause: str) -> PartTooLargeError:
+        return PartTooLargeError(
             f"{self.where()}: its transaction has been open {seconds:.1f}s after {rows} rows, past"
-            f" {TIMEOUT_SHARE:.0%} of transaction_timeout_ms ({self.config.transaction_timeout_ms}); it was"
-            " aborted, nothing of it is visible. A part is written in one transaction: make batches smaller"
-            " (maxOffsetsPerTrigger, maxFilesPerTrigger, rowsPerBatch), spread them over more parts"
+            f" {TIMEOUT_SHARE:.0%} of transaction_timeout_ms ({self.config.transaction_timeout_ms}){cause};"
+            " it was aborted, nothing of it is visible. A part is written in one transaction: make batches"
+            " smaller (maxOffsetsPerTrigger, maxFilesPerTrigger, rowsPerBatch), spread them over more parts"
             " (parts), or raise transaction_timeout_ms (at most the broker's transaction.max.timeout.ms).",
             batch_id=self.job.batch_id,
             part=self.part,
@@ -372,54 +471,37 @@ class PartTask:
             return batch.column(HASH_COLUMN).to_numpy(zero_copy_only=False).view(_U64)
         return row_hashes(batch, [n for n in batch.schema.names if n != PART_COLUMN])
 
-    def _outputs(self, batch: pa.RecordBatch, first: int) -> Outputs:
-        """The output records of `batch`, its rows named by their index in the part (first..)."""
-        job, layout, topic = self.job, self.job.layout, self.config.output_topic
-        last = first + batch.num_rows - 1
-        if job.functions.process_batch is not None:
-            try:
-                result = job.functions.process_batch(batch, State({}))
-            except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its rows
-                raise ProcessError(
-                    f"{self.where()}: process_batch over rows {first}-{last} raised"
-                    f" {type(exc).__name__}: {exc}",
-                    topic=self.topic,
-                    partition=self.part,
-                    offset=first,
-                ) from exc
-            return batch_outputs(
-                result,
-                default_topic=topic,
-                topic=self.topic,
-                partition=self.part,
-                first=first,
-                last=last,
-                serialized=_schemas.serialized_fields(self.config),
-            )
-        return passthrough(batch, layout, topic, offsets=pa.array(range(first, last + 1), pa.int64()))
 
-    def _produce_rows(self, batch: pa.RecordBatch, first: int) -> int:
-        """`process(row, state)` per row, its outputs produced; returns how many."""
-        from eos._core import _rows
+class PartTransaction(Transaction):
+    """A part's one transaction: it commits the part's progress (`Progress`: batch, placement, digest)
+    with its witnesses, as the offset of the part's partition of the progress topic."""
 
-        producer, default_topic, produced = self.producer, self.config.output_topic, 0
-        view = State({})
-        for i, row in enumerate(_rows.rows(batch, self.job.functions.struct)):
-            try:
-                outs = list(outputs_of(self.job.functions.process(row, view)))
-            except Exception as exc:  # noqa: BLE001 - any user error fails the part and names its row
-                raise ProcessError(
-                    f"{self.where()}, row {first + i}: process raised {type(exc).__name__}: {exc}",
-                    topic=self.topic,
-                    partition=self.part,
-                    offset=first + i,
-                ) from exc
-            for out in outs:
-                if self.serializers is not None:
-                    self.serializers.record(out, out.topic or default_topic, self.topic, self.part, first + i)
-                producer.records.produce(out, out.topic or default_topic, self.topic, self.part, first + i)
-            produced += len(outs)
-        return produced
+    progress: Progress | None = None
+
+    def offset_record(self, witnesses):
+        part = self.scope.partition
+        return self.progress.batch_id + 1, self.progress.metadata(self.config, part, witnesses, self.log)
+
+
+@attrs.define
+class _Writing:
+    """What a `Writer` reads of an incarnation: a part has its producer, and no state."""
+
+    producer: Any
+    state: Any = None
+    view: Any = attrs.field(factory=lambda: State({}))
+
+
+def _with_rows(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
+    """`batch` with ROW_COLUMN: each row's index in the part (first..), what names it where an input
+    record's offset would."""
+    rows = pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
+    return batch.append_column(ROW_COLUMN, rows)
+
+
+def _same(first: Placement, this: Placement) -> bool:
+    """Whether `this` run places rows as `first` did (a placement recorded before `by` was: by parts)."""
+    return first.parts == this.parts and (first.by is None or this.by is None or first.by == this.by)
 
 
 def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:

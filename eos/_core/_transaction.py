@@ -28,6 +28,7 @@ The crash points between the steps (`eos._crash`) are the faults F2, F3 and F4.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from eos import _crash
 from eos._core._scope import PartitionScope
@@ -88,7 +89,6 @@ class Transaction:
     def commit(self) -> float:
         """Run the steps in the module docstring; returns the seconds they took."""
         t0 = time.monotonic()
-        next_offset = self.last_offset + 1
         # 7a. State writes to the changelogs.
         if self.state is not None:
             self.state.produce_changelog(self.producer.records)
@@ -98,15 +98,7 @@ class Transaction:
         _crash.point("after_produce")  # F2
         if self.config.exactly_once:
             # 7c. The input offset joins the transaction, with its witnesses.
-            stamp = _offsets.stamp(
-                self.config,
-                self.scope.query,
-                self.scope.batch_id,
-                self.scope.first,
-                witnesses=self.producer.records.take_witnesses(),
-                since=self.since,
-                log=self.log,
-            )
+            next_offset, stamp = self.offset_record(self.producer.records.take_witnesses())
             self.producer.send_offsets(
                 [(self.scope.topic, self.scope.partition, next_offset, stamp)],
                 _offsets.group_metadata(self.config),
@@ -120,19 +112,27 @@ class Transaction:
             _pool.proven(self.scope.transactional_id, stamp)
         else:
             # 7d. at_least_once: the offset is committed after the outputs are acknowledged.
-            _offsets.commit(
-                self.config,
-                self.scope.topic,
-                self.scope.partition,
-                next_offset,
-                self.log,
-                _offsets.stamp(self.config, self.scope.query, self.scope.batch_id, self.scope.first),
-            )
+            next_offset, stamp = self.offset_record(None)
+            _offsets.commit(self.config, self.scope.topic, self.scope.partition, next_offset, self.log, stamp)
         _crash.point("after_commit")  # F4
         # 7e. Local stores and checkpoint files.
         if self.state is not None:
             self.state.on_commit(self.producer.records)
         return time.monotonic() - t0
+
+    def offset_record(self, witnesses: Mapping[tuple[str, int], int] | None) -> tuple[int, str]:
+        """The offset 7c/7d commit and its metadata: the next input offset, stamped as this app's with
+        the transaction's witnesses (an `input_mode="any"` part records its batch instead)."""
+        stamp = _offsets.stamp(
+            self.config,
+            self.scope.query,
+            self.scope.batch_id,
+            self.scope.first,
+            witnesses=witnesses,
+            since=self.since if witnesses is not None else None,
+            log=self.log,
+        )
+        return self.last_offset + 1, stamp
 
     def abort(self) -> None:
         if self.config.exactly_once and self.producer.in_transaction:

@@ -226,3 +226,206 @@ def test_a_batch_failed_after_some_parts_committed_runs_again_once(spark, bootst
             query.awaitTermination()
         keys = [r.key for r in read_output(bootstrap, output)]
         assert keys and len(keys) == len(set(keys)), "a key was written twice"
+
+
+def test_a_batch_re_run_with_more_parts_keeps_its_first_placement(spark, bootstrap, names, tmp_path):
+    """What eos's own advice leads to (PartTooLargeError: raise `parts`): part 0 of batch 0 fails on every
+    attempt while parts 1-3 commit; the query is restarted with parts=8. The re-run must place batch 0
+    as its first run did (4 parts: the committed ones write nothing, part 0 writes once), and the next
+    batch is written in 8 parts. Before, the re-run wrote parts 5-7 (old parts 1-3's rows again) and part
+    0, then failed, and neither setting could finish the batch."""
+    import attrs
+
+    import eos
+
+    source, output, sent = seed(bootstrap, names, 50)
+    marker = tmp_path / "fail-part-0"
+    marker.touch()
+    four = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+        parts=4,
+    )
+    eight = attrs.evolve(four, parts=8)
+
+    def run(config):
+        counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+        out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        query = (
+            out.writeStream.outputMode("update")
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sink
+
+    with pytest.raises(Exception, match="part 0 fails"):
+        run(four)
+    committed = {p for p, progress in _parts.read_progress(four, range(4)).items() if progress is not None}
+    assert committed == {1, 2, 3}, committed
+    marker.unlink()
+
+    sink = run(eight)
+    assert [s.batch_id for s in sink.history] == [0]
+    assert sink.history[0].partitions == 4 and sink.history[0].skipped > 0
+    progress = _parts.read_progress(eight, range(8))
+    assert {p for p, v in progress.items() if v is not None} == {0, 1, 2, 3}
+    assert {progress[p].placement for p in range(4)} == {_parts.Placement(4, "key")}
+    result = check_running_counts(read_output(bootstrap, output), key_counts(sent))
+    assert result.exact and result.received == len(key_counts(sent)), result
+
+    # The next batch is placed as configured now: 8 parts.
+    more = testing.produce_sequence(bootstrap, source, 4, 50, start=50)
+    sink = run(eight)
+    assert [s.batch_id for s in sink.history] == [1] and sink.history[0].partitions == 8
+    progress = _parts.read_progress(eight, range(8))
+    assert {progress[p].batch_id for p in range(8) if progress[p] is not None} == {1}
+    totals = key_counts({p: sent[p] + more[p] for p in sent})
+    result = check_running_counts(read_output(bootstrap, output), totals)
+    assert result.exact, result
+
+
+def test_part_columns_the_output_lacks_is_refused_naming_the_setting(spark, bootstrap, names, tmp_path):
+    """`part_columns` naming a column the written output does not have: a ConfigError naming the setting
+    before any part writes (before: Spark's UNRESOLVED_COLUMN from inside eos)."""
+    import eos
+
+    source, output, _ = seed(bootstrap, names, 5)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+        part_columns="customer",
+    )
+    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+    out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+    query = (
+        out.writeStream.outputMode("update")
+        .foreachBatch(eos.sink(config))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match=r"invalid config 'part_columns': names 'customer'"):
+        query.awaitTermination()
+    assert all(v is None for v in _parts.read_progress(config, range(4)).values())
+    assert read_output(bootstrap, output) == []
+
+
+def test_a_map_column_beside_the_output_is_placed_and_written(spark, bootstrap, names, tmp_path):
+    """A `process_batch` query whose rows carry a map column: eos hashes every column it hands over, and
+    Spark refuses to hash a map (before: DATATYPE_MISMATCH.HASH_MAP_TYPE from inside eos)."""
+    import eos
+
+    source, output, sent = seed(bootstrap, names, 20)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+    )
+    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+    out = counts.selectExpr(
+        "key", "CAST(CAST(count AS STRING) AS BINARY) AS value", "map('n', count, 'm', 1) AS m"
+    )
+    query = (
+        out.writeStream.outputMode("update")
+        .foreachBatch(eos.sink(config, process_batch=lambda batch, state: batch.select(["key", "value"])))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    result = check_running_counts(read_output(bootstrap, output), key_counts(sent))
+    assert result.exact and result.received == len(key_counts(sent)), result
+
+
+def test_process_with_topic_and_partition_columns_routes_each_row(spark, bootstrap, names, tmp_path):
+    """input_mode="any" with `process=` and `output_topic_column` / `output_partition_column`: each
+    row's outputs go where its columns say (a part writes through the same Writer as an input partition;
+    before, a part ignored both columns and failed for want of an output topic)."""
+    import eos
+
+    source, output, sent = seed(bootstrap, names, 10)
+    other = names("other")
+    testing.create_topic(bootstrap, other, 4)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic_column="dest",
+        output_partition_column="p",
+        processing_guarantee="exactly_once",
+        input_mode="any",
+    )
+    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+    out = counts.selectExpr(
+        "key",
+        "CAST(CAST(count AS STRING) AS BINARY) AS value",
+        f"IF(substring(CAST(key AS STRING), -1) = '0', '{other}', '{output}') AS dest",
+        "CAST(2 AS INT) AS p",
+    )
+    query = (
+        out.writeStream.outputMode("update")
+        .foreachBatch(eos.sink(config, process=lambda row, state: [eos.Output(value=row.value, key=row.key)]))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    main, side = read_output(bootstrap, output), read_output(bootstrap, other)
+    keys = key_counts(sent)
+    assert sorted(r.key for r in side) == sorted(k for k in keys if k.endswith(b"0"))
+    assert sorted(r.key for r in main) == sorted(k for k in keys if not k.endswith(b"0"))
+    assert {r.partition for r in main + side} == {2}
+
+
+@pytest.mark.long
+def test_a_part_open_past_the_transaction_timeout_inside_one_arrow_batch_is_too_large(
+    spark, bootstrap, names, tmp_path
+):
+    """A part whose one transaction outlives transaction_timeout_ms in the middle of one Arrow batch (a
+    `process` that stalls after the first row's output was produced, on every attempt): the broker aborts
+    it and fences the producer; the query fails with PartTooLargeError naming what bounds a part (before:
+    the producer's fenced error, as if the attempt were a zombie). `long`: four attempts of 8 s."""
+    import eos
+
+    source, output, _ = seed(bootstrap, names, 10)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+        parts=1,
+        transaction_timeout_ms=2_000,
+        commit_interval_ms=500,
+    )
+    calls = []
+
+    def process(row, state):
+        calls.append(1)
+        if len(calls) == 2:  # after the first row's output was produced
+            time.sleep(8)  # the broker aborts it within 2 s + its 5 s check
+        return [eos.Output(value=row.value, key=row.key)]
+
+    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+    out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+    query = (
+        out.writeStream.outputMode("update")
+        .foreachBatch(eos.sink(config, process=process))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match=r"PartTooLargeError: batch 0, part 0: its transaction has been open"):
+        query.awaitTermination()
+    assert read_output(bootstrap, output) == []
