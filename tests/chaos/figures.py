@@ -69,15 +69,21 @@ COLUMNS = (
     ("out_of_order", 12),
     ("state_mismatches", 8),
     ("hanging_transactions", 8),
+    ("commits_lost", 6),
     ("wall_seconds", 8),
 )
-HEADERS = {"broker_restarts": "restarts", "state_mismatches": "state", "hanging_transactions": "hanging"}
+HEADERS = {
+    "broker_restarts": "restarts",
+    "state_mismatches": "state",
+    "hanging_transactions": "hanging",
+    "commits_lost": "lost",
+}
 
 
 def table(runs: list[dict]) -> str:
     lines = [" ".join(f"{HEADERS.get(c, c):>{w}}" for c, w in COLUMNS)]
     for run in runs:
-        lines.append(" ".join(f"{run[c]!s:>{w}}" for c, w in COLUMNS))
+        lines.append(" ".join(f"{run.get(c, 0)!s:>{w}}" for c, w in COLUMNS))
     for run in runs:
         lines.append(f"{run['guarantee']}/{run['pipeline']} faults: {run['faults']}")
         lines.append(f"    spark tasks: {run['spark_tasks']}; live: {run['live']}")
@@ -103,6 +109,11 @@ def failures(runs: list[dict], min_kills: int, min_restarts: int) -> list[str]:
                 problems.append(f"{label}: the live consumer never read to the end ({live['received']})")
         elif run["missing"]:
             problems.append(f"{label}: missing = {run['missing']} (at_least_once must not lose records)")
+        if run.get("commits_lost"):
+            problems.append(
+                f"{label}: eos stopped {run['commits_lost']} time(s) on a committed transaction the broker"
+                " aborted on some partition (CommitLostError in the driver logs)"
+            )
         if run["crash_points_not_fired"]:
             problems.append(f"{label}: crash points armed but never reached: {run['crash_points_not_fired']}")
         if not run["finished"]:

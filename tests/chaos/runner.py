@@ -413,6 +413,9 @@ class Chaos:
             "transactions_timed_out_by_broker": self.timed_out_transactions() - timed_out_before,
             "zombies_fenced": self.zombies_fenced() - zombies_before,
             "driver_failures": driver_failures,
+            # Drivers that stopped on a committed transaction the broker aborted on some partition (the
+            # coordinator restarted inside its session: docs/design.md): data eos would otherwise lose
+            "commits_lost": grep_count(run_dir, "driver-*.log", "CommitLostError:"),
             "wall_seconds": round(time.monotonic() - started, 1),
         }
 
