@@ -117,9 +117,14 @@ def _first_at_or_after(
             if end > offset:
                 assign.append(TopicPartition(topic, partition, offset))
                 break
-            if not stable or time.monotonic() > deadline:
+            if not stable:
                 out[(topic, partition)] = None
                 break
+            if time.monotonic() > deadline:  # undecided is not aborted: the task fails and is retried
+                raise _translate.translate_error(
+                    KafkaError(KafkaError._TIMED_OUT),
+                    f"{where}: {topic}/{partition} has a transaction still open at offset {offset}",
+                )
             time.sleep(0.05)  # a marker not yet written: the stable end moves past it in milliseconds
     if not assign:
         return out
