@@ -7,7 +7,11 @@ notices at its first transactional call and starts again with a fresh one (`eos/
 from __future__ import annotations
 
 import atexit
+import hashlib
+import os
+import tempfile
 import threading
+from pathlib import Path
 
 from eos._kafka._clients import producer_settings
 from eos._kafka._producer import OutputProducer
@@ -55,7 +59,9 @@ def release(producer: OutputProducer) -> None:
 
 
 def proven(transactional_id: str | None, stamp: str) -> None:
-    """This worker saw the transaction stamped `stamp` commit, or read all of it back."""
+    """This worker saw the transaction stamped `stamp` commit, or read all of it back. Kept in memory
+    and in a file the host's other Python workers read: Spark hands a partition's next task to any
+    idle worker of the executor, which would otherwise read the witnesses back each time."""
     if transactional_id is None:
         return
     with _lock:
@@ -63,11 +69,41 @@ def proven(transactional_id: str | None, stamp: str) -> None:
         _proven[transactional_id] = stamp
         while len(_proven) > _MAX_PROVEN:
             _proven.pop(next(iter(_proven)))
+    path = _proven_file(transactional_id)
+    if path is None:
+        return
+    try:
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(stamp)
+        os.replace(partial, path)
+    except OSError:
+        pass  # the host's other workers read the witnesses back instead
 
 
 def is_proven(transactional_id: str | None, stamp: str | None) -> bool:
+    if stamp is None or transactional_id is None:
+        return False
     with _lock:
-        return stamp is not None and _proven.get(transactional_id) == stamp
+        if _proven.get(transactional_id) == stamp:
+            return True
+    path = _proven_file(transactional_id)
+    try:
+        return path is not None and path.read_text() == stamp
+    except OSError:
+        return False
+
+
+def _proven_file(transactional_id: str) -> Path | None:
+    """Where this host keeps the stamp a transactional id was last seen to commit (a directory only
+    this user can write: a stamp found there skips a read-back)."""
+    directory = Path(tempfile.gettempdir()) / f"eos-proven-{os.getuid()}"
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        if directory.stat().st_uid != os.getuid() or directory.stat().st_mode & 0o077:
+            return None
+    except OSError:
+        return None
+    return directory / hashlib.sha256(transactional_id.encode()).hexdigest()[:32]
 
 
 def cached() -> int:
