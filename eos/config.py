@@ -42,6 +42,23 @@ SPARK_REDACTION_REGEX = (
     r"(?i)secret|password|passphrase|token|access[.]?key|jaas|private|key[.]pem|keystore[.]key"
     r"|oauthbearer[.]config|kinit[.]cmd|ssl_key|user[.]info|://[^/@]*@"
 )
+#: The session conf Spark redacts data source options with in its plans (explain, a failed query's
+#: message, wherever Spark prints them), besides `spark.redaction.regex`. That one is fixed when Spark starts
+#: (a running session refuses to set it); this one is set on a running session: `eos.register` extends it.
+SPARK_OPTIONS_REDACTION_CONF = "spark.sql.redaction.options.regex"
+
+
+def widened_redaction_regex(current: str | None) -> str:
+    """A Spark redaction regex (Java syntax) that matches whatever `current` matches and whatever
+    SPARK_REDACTION_REGEX does: the two as alternatives, each in its own group (an inline flag such as
+    `(?i)` holds to the end of its group); `current` unchanged if it has SPARK_REDACTION_REGEX already."""
+    current = (current or "").strip()
+    if not current:
+        return SPARK_REDACTION_REGEX
+    if SPARK_REDACTION_REGEX in current:
+        return current
+    return f"(?:{current})|(?:{SPARK_REDACTION_REGEX})"
+
 
 # Settings eos owns: letting a passthrough override them would silently break the protocol.
 _RESERVED = {

@@ -17,7 +17,7 @@ from eos._kafka import _cluster, _offsets, _topics
 from eos._kafka._clients import spark_source_options
 from eos._log import get_logger
 from eos._spark._cache import connector_package, spark_jars_dir
-from eos.config import SPARK_REDACTION_REGEX, Config
+from eos.config import SPARK_OPTIONS_REDACTION_CONF, SPARK_REDACTION_REGEX, Config, widened_redaction_regex
 from eos.errors import EosError
 from eos.state import StoreSpec
 
@@ -266,6 +266,10 @@ def register(
     `eos.register(spark, "eos-counts", count, stores={"counts": "json"})`, then
     `df.writeStream.format("eos-counts")`. The arguments are `eos.sink`'s; settings are options
     (README, "format(\"eos\")").
+
+    The options carry credentials (`kafka.sasl.jaas.config`, `eos.schema.registry.basic.auth.user.info`,
+    ...) into Spark's plans: `spark`'s `spark.sql.redaction.options.regex` is extended to hide them
+    (`_hide_secret_options`).
     """
     import pyspark
 
@@ -277,5 +281,28 @@ def register(
     from eos._spark._batch import functions
     from eos._spark._datasource import source_class
 
+    _hide_secret_options(spark)
     spark.dataSource.register(source_class(name, functions(process, process_batch, stores, on_commit)))
     return name
+
+
+def _hide_secret_options(spark) -> None:
+    """Have `spark`'s plans (explain, a failed query's message, wherever Spark prints them) hide the value of
+    every option that carries a secret, as on the sessions `spark_session` starts: Spark redacts an option
+    whose key or value matches `spark.redaction.regex` (fixed at start; Spark's default misses
+    `eos.schema.registry.basic.auth.user.info`, PEM keys, passphrases, ...) or the session's
+    `spark.sql.redaction.options.regex`, which this extends with `SPARK_REDACTION_REGEX` (what the
+    session's owner set stays: theirs or eos's matches). A session that refuses the conf (a locked-down
+    platform) gets a warning, not an error."""
+    try:
+        current = spark.conf.get(SPARK_OPTIONS_REDACTION_CONF)
+        widened = widened_redaction_regex(current)
+        if widened != current:
+            spark.conf.set(SPARK_OPTIONS_REDACTION_CONF, widened)
+    except Exception as exc:  # noqa: BLE001 - whatever the session says, format("eos") still works
+        get_logger().warning(
+            f"could not set {SPARK_OPTIONS_REDACTION_CONF}: Spark's plans, UI and event logs may show"
+            ' secret-bearing format("eos") options; set it (or spark.redaction.regex) to'
+            " eos.config.SPARK_REDACTION_REGEX yourself",
+            error=f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}",
+        )

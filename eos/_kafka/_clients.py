@@ -240,6 +240,13 @@ _JAAS_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
 }
+# Login modules eos names in its refusal of them, and what to give librdkafka instead. An error never shows
+# the value itself, not even its first word: in a line without a login module that may be a password.
+_OTHER_JAAS_MODULES = {
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": "sasl.oauthbearer.*",
+    "com.sun.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
+    "com.ibm.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
+}
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
 # Java key and trust stores: the type librdkafka reads, and what to do otherwise.
 _STORES = {
@@ -259,6 +266,23 @@ _STORES = {
 _JAVA_ONLY = frozenset({"ssl.truststore.type", "ssl.truststore.password", "ssl.keystore.type"})
 
 
+def _jaas_refusal(module: str) -> str:
+    """Why a `sasl.jaas.config` whose first word is `module` cannot be translated, without any of it
+    but a login module's class name from `_OTHER_JAAS_MODULES`."""
+    supported = "eos's clients (librdkafka) take only PLAIN and SCRAM credentials from it"
+    if module in _OTHER_JAAS_MODULES:
+        return (
+            f"sasl.jaas.config with login module {module!r}: {supported}; give librdkafka's own"
+            f" settings ({_OTHER_JAAS_MODULES[module]}) instead"
+        )
+    return (
+        "sasl.jaas.config does not start with PlainLoginModule or ScramLoginModule (its value is not"
+        f" shown): {supported}, written `org.apache.kafka.common.security.plain.PlainLoginModule required"
+        ' username="..." password="...";`; for other mechanisms give librdkafka\'s own settings (e.g.'
+        " sasl.oauthbearer.*, sasl.kerberos.*) instead"
+    )
+
+
 def from_java(props: Mapping[str, str]) -> dict[str, str]:
     """librdkafka settings for eos's clients from Java client properties (Kafka's tools'
     --command-config, Spark's kafka.* options): `sasl.jaas.config` with the
@@ -273,13 +297,9 @@ def from_java(props: Mapping[str, str]) -> dict[str, str]:
         if key == "sasl.jaas.config":
             parts = value.strip().split(None, 1)
             module, rest = (parts + ["", ""])[:2]
-            if module.removeprefix("kafkashaded.") not in _JAAS_MODULES:
-                raise ConfigError(
-                    key,
-                    f"sasl.jaas.config with login module {module or '(none)'!r}: eos's clients"
-                    " (librdkafka) take PLAIN and SCRAM credentials only from it; give librdkafka's own"
-                    " settings (e.g. sasl.oauthbearer.*, sasl.kerberos.*) instead",
-                )
+            module = module.removeprefix("kafkashaded.")
+            if module not in _JAAS_MODULES:
+                raise ConfigError(key, _jaas_refusal(module))
             options = {
                 m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
                 for m in _JAAS_OPTION.finditer(rest)
