@@ -269,6 +269,9 @@ class Sink:
                 " functions' pass-through selection). Nothing of the batch was written.",
             )
         first = _parts.batch_placement(self.config, batch_id, self.log)
+        if first is not None and first.by is None and first.parts is not None:
+            # Recorded before placements were: eos then placed as the config says (the count aside).
+            first = _parts.Placement(first.parts, asked.by)
         if first is None or first == asked:
             return asked
         where = f"batch {batch_id} was first run placed {first.describe()}"

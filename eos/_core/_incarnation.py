@@ -145,7 +145,7 @@ def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLost
     since = found.get("since")
     rewrite = (
         f"To write input {where} from offset {since} again (its outputs on the other partitions are then"
-        f" written twice): `eos offsets reset --app {app} --topic {scope.topic}"
+        f" written twice): `eos offsets reset --app {app}"
         f' --to \'{{"{scope.topic}": {{"{scope.partition}": {since}}}}}\' --execute`. '
         if since is not None
         else ""

@@ -142,10 +142,10 @@ class Progress:
         d = self.digest
         parts = "" if self.parts is None else str(self.parts)
         by = "" if self.placement.by is None else f";by={quote(self.placement.by, safe=':,')}"
-        return (
-            f"{_offsets.stamp(config, witnesses=witnesses, log=log)};mode=any;batch={self.batch_id}"
-            f";part={part};parts={parts}{by};rows={d.rows};digest={d.text()}"
+        rest = (
+            f";mode=any;batch={self.batch_id};part={part};parts={parts}{by};rows={d.rows};digest={d.text()}"
         )
+        return _offsets.stamp(config, witnesses=witnesses, log=log, reserve=len(rest)) + rest
 
     @classmethod
     def of(cls, entry: _offsets.Committed | None) -> Progress | None:

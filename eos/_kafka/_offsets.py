@@ -34,10 +34,12 @@ def stamp(
     witnesses: Mapping[tuple[str, int], int] | None = None,
     since: int | None = None,
     log=None,
+    reserve: int = 0,
 ) -> str:
     """The commit metadata of every offset this app commits (with the query, the batch and the offset of
     the committing task's first row of the partition, where `first` is given; with the transaction's
-    witnesses and the offset its input began at, where given: `eos._kafka._witness`)."""
+    witnesses and the offset its input began at, where given: `eos._kafka._witness`). `reserve`: the
+    characters the caller appends after it."""
     out = config.output_topic if config.output_topic is not None else f"column:{config.output_topic_column}"
     own = f"{STAMP_VERSION};app={config.app_id};out={out}"
     if first is not None:
@@ -45,7 +47,8 @@ def stamp(
     if since is not None:
         own = f"{own};since={since}"
     if witnesses:
-        text, left_out = _witness.encode(witnesses)
+        room = _witness.METADATA_LIMIT - len(own) - reserve - len(";w=;unwitnessed=000000")
+        text, left_out = _witness.encode(witnesses, max(0, min(_witness.BUDGET, room)))
         own = f"{own};{_witness.FIELD}={text}"
         if left_out:
             own = f"{own};unwitnessed={left_out}"

@@ -201,8 +201,13 @@ def partitions(keys, start: int, stop: int, count: int, unkeyed: int) -> np.ndar
     keyed = np.ones(stop - start, bool)
     if keys.null_count:
         keyed = ~keys.slice(start, stop - start).is_null().to_numpy(zero_copy_only=False)
-    raw = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(8, np.uint8)
-    hashes = _murmur2(raw, starts[keyed], lengths[keyed])
+    starts, lengths = starts[keyed], lengths[keyed]
+    if data is None or not data.size or not len(starts):
+        raw, base = np.zeros(8, np.uint8), 0
+    else:  # only the chunk's bytes: a sliced column keeps its parent's whole buffer
+        base, end = int(starts.min()), int((starts + lengths).max())
+        raw = np.frombuffer(data, np.uint8)[base:end]
+    hashes = _murmur2(raw, starts - base, lengths)
     out[keyed] = ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(count)).astype(np.int32)
     return out
 

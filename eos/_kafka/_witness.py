@@ -25,16 +25,20 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from eos._kafka import _clients, _translate
 from eos.config import Config
+from eos.errors import KafkaClientError
 
 #: the stamp's field
 FIELD = "w"
-#: the most characters of witnesses a stamp carries: Kafka refuses offset metadata over
-#: offset.metadata.max.bytes (4096 by default), and the rest of the stamp needs room too
+#: Kafka refuses offset metadata over offset.metadata.max.bytes (4096 by default): a stamp stays under
+#: this many characters (ASCII), the witnesses taking what the rest leaves
+METADATA_LIMIT = 4000
+#: the most characters of witnesses a stamp carries
 BUDGET = 3000
 
 
-def encode(witnesses: Mapping[tuple[str, int], int]) -> tuple[str, int]:
-    """`topic:p@offset+p@offset|topic:...` for the stamp, and how many witnesses did not fit BUDGET."""
+def encode(witnesses: Mapping[tuple[str, int], int], budget: int = BUDGET) -> tuple[str, int]:
+    """`topic:p@offset+p@offset|topic:...` for the stamp, and how many witnesses did not fit `budget`
+    characters."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), offset in sorted(witnesses.items()):
         by_topic.setdefault(topic, []).append((partition, offset))
@@ -45,7 +49,7 @@ def encode(witnesses: Mapping[tuple[str, int], int]) -> tuple[str, int]:
         for partition, offset in entries:
             item = f"{partition}@{offset}"
             extra = len(item) + 1 + (0 if kept else len(topic) + 2)
-            if size + extra > BUDGET:
+            if size + extra > budget:
                 left_out += 1
                 continue
             kept.append(item)
@@ -72,80 +76,123 @@ def decode(text: str | None) -> dict[tuple[str, int], int]:
 class Verdict:
     #: witnesses present read_uncommitted but not read_committed: their transaction aborted there
     aborted: tuple[tuple[str, int, int], ...]
-    #: witnesses read in neither mode (retention or compaction removed them): nothing to prove either way
+    #: witnesses no longer in their partition (retention, compaction, a partition truncated or
+    #: recreated): nothing to prove either way
     gone: tuple[tuple[str, int, int], ...]
+    #: witnesses eos may not read (no READ permission on the topic): not verified
+    unverified: tuple[tuple[str, int, int], ...] = ()
+
+
+_WHERE = "reading back the witnesses of a committed transaction"
+_DENIED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED})
 
 
 def invisible(config: Config, witnesses: Mapping[tuple[str, int], int], log=None) -> Verdict:
-    """Read each witness back: read_committed, then read_uncommitted for those not seen so."""
+    """Read each witness back: read_committed, then read_uncommitted for those not seen so.
+
+    A witness past its partition's end or before its start is gone; one whose transaction is not yet
+    decided there (the stable end at or below it) is waited for, up to transaction_timeout_ms and
+    operation_timeout_ms, then a RetriableError: undecided is not aborted."""
     if not witnesses:
         return Verdict((), ())
     timeout = config.operation_timeout_ms / 1000
-    committed = _first_at_or_after(_clients.witness_consumer(config, True), witnesses, timeout, stable=True)
-    unseen = {tp: offset for tp, offset in witnesses.items() if committed.get(tp) != offset}
-    if not unseen:
-        return Verdict((), ())
-    uncommitted = _first_at_or_after(_clients.witness_consumer(config, False), unseen, timeout, stable=False)
-    aborted = tuple(sorted((t, p, o) for (t, p), o in unseen.items() if uncommitted.get((t, p)) == o))
-    gone = tuple(sorted((t, p, o) for (t, p), o in unseen.items() if uncommitted.get((t, p)) != o))
+    committed_reader = _clients.witness_consumer(config, True)
+    uncommitted_reader = _clients.witness_consumer(config, False)
+    present: dict[tuple[str, int], int] = {}
+    gone: list[tuple[str, int, int]] = []
+    unverified: list[tuple[str, int, int]] = []
+    for (topic, partition), offset in sorted(witnesses.items()):
+        try:
+            low, high = _watermarks(uncommitted_reader, topic, partition, timeout)
+        except _Denied:
+            unverified.append((topic, partition, offset))
+            continue
+        if low <= offset < high:
+            present[(topic, partition)] = offset
+        else:
+            gone.append((topic, partition, offset))
+    wait = (max(config.operation_timeout_ms, config.transaction_timeout_ms) + 10_000) / 1000
+    _await_decided(committed_reader, present, timeout, time.monotonic() + wait)
+    seen = _first_at_or_after(committed_reader, present, timeout)
+    unseen = {tp: offset for tp, offset in present.items() if seen.get(tp) != offset}
+    there = _first_at_or_after(uncommitted_reader, unseen, timeout)
+    aborted = tuple(sorted((t, p, o) for (t, p), o in unseen.items() if there.get((t, p)) == o))
+    gone += [(t, p, o) for (t, p), o in unseen.items() if there.get((t, p)) != o]
     if log is not None and gone:
-        log.warning("witnesses no longer in their partitions: not verified", witnesses=list(gone))
-    return Verdict(aborted, gone)
+        log.warning(
+            "witnesses no longer in their partitions (retention, compaction, a partition truncated or"
+            " recreated): not verified",
+            witnesses=sorted(gone),
+        )
+    if log is not None and unverified:
+        log.warning(
+            "witnesses not verified: no READ permission on their topics (grant it to the app's principal"
+            " so that eos can read its committed transactions back)",
+            witnesses=unverified,
+        )
+    return Verdict(aborted, tuple(sorted(gone)), tuple(unverified))
+
+
+class _Denied(Exception):
+    pass
+
+
+def _watermarks(consumer, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    """(log start, end) of topic/partition: the end is the high watermark read_uncommitted, the last
+    stable offset read_committed."""
+    tp = TopicPartition(topic, partition)
+    try:
+        return _translate.call(
+            lambda: consumer.get_watermark_offsets(tp, timeout=timeout), what=_WHERE, timeout_s=timeout
+        )
+    except KafkaClientError as exc:
+        if exc.kafka_error is not None and exc.kafka_error.code() in _DENIED:
+            raise _Denied from exc
+        raise
+
+
+def _await_decided(consumer, witnesses: Mapping[tuple[str, int], int], timeout: float, until: float) -> None:
+    """Wait until the last stable offset of each partition is past its witness: the markers of a
+    committed transaction reach its partitions a moment after the offset commit; an abandoned
+    transaction of another producer below the witness holds it until transaction.timeout.ms."""
+    for (topic, partition), offset in witnesses.items():
+        while _watermarks(consumer, topic, partition, timeout)[1] <= offset:
+            if time.monotonic() > until:
+                raise _translate.translate_error(
+                    KafkaError(KafkaError._TIMED_OUT),
+                    f"{_WHERE}: {topic}/{partition} has a transaction still open at offset {offset}",
+                )
+            time.sleep(0.05)
 
 
 def _first_at_or_after(
-    consumer, witnesses: Mapping[tuple[str, int], int], timeout: float, stable: bool
+    consumer, witnesses: Mapping[tuple[str, int], int], timeout: float
 ) -> dict[tuple[str, int], int | None]:
     """Per partition, the offset of the first record the consumer reads at or after the witness (None:
-    none before the partition's end). `stable`: the consumer is read_committed, so a partition whose
-    last stable offset is not yet past the witness (its markers still being written) is waited for."""
-    where = "reading back the witnesses of a committed transaction"
-    deadline = time.monotonic() + timeout
-    assign: list[TopicPartition] = []
+    none before the partition's end)."""
     out: dict[tuple[str, int], int | None] = {}
-    for (topic, partition), offset in witnesses.items():
-        tp = TopicPartition(topic, partition)
-        while True:
-            low, end = _translate.call(
-                lambda tp=tp: consumer.get_watermark_offsets(tp, timeout=timeout),
-                what=where,
-                timeout_s=timeout,
-            )
-            if offset < low:
-                out[(topic, partition)] = None  # deleted: not there in either mode
-                break
-            if end > offset:
-                assign.append(TopicPartition(topic, partition, offset))
-                break
-            if not stable:
-                out[(topic, partition)] = None
-                break
-            if time.monotonic() > deadline:  # undecided is not aborted: the task fails and is retried
-                raise _translate.translate_error(
-                    KafkaError(KafkaError._TIMED_OUT),
-                    f"{where}: {topic}/{partition} has a transaction still open at offset {offset}",
-                )
-            time.sleep(0.05)  # a marker not yet written: the stable end moves past it in milliseconds
-    if not assign:
+    if not witnesses:
         return out
-    _translate.call(lambda: consumer.assign(assign), what=where, timeout_s=timeout)
+    assign = [TopicPartition(t, p, offset) for (t, p), offset in witnesses.items()]
+    deadline = time.monotonic() + timeout
+    _translate.call(lambda: consumer.assign(assign), what=_WHERE, timeout_s=timeout)
     try:
-        waiting = {(tp.topic, tp.partition) for tp in assign}
+        waiting = set(witnesses)
         while waiting and time.monotonic() < deadline:
-            with _translate.translating(where):
+            with _translate.translating(_WHERE):
                 message = consumer.poll(0.2)
             if message is None:
                 continue
             key = (message.topic(), message.partition())
             err = message.error()
             if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                raise _translate.translate_error(err, where)
+                raise _translate.translate_error(err, _WHERE)
             if key in waiting:
                 out[key] = None if err is not None else message.offset()
                 waiting.discard(key)
         if waiting:
             raise _translate.translate_error(
-                KafkaError(KafkaError._TIMED_OUT), f"{where}: {sorted(waiting)} did not answer"
+                KafkaError(KafkaError._TIMED_OUT), f"{_WHERE}: {sorted(waiting)} did not answer"
             )
     finally:
         consumer.unassign()

@@ -33,7 +33,12 @@ def test_committed_aborted_gone_and_undecided_witnesses(bootstrap, names):
     topic = names("out")
     testing.create_topic(bootstrap, topic, 4)
     config = eos.Config(
-        bootstrap_servers=bootstrap, app_id=names("app"), output_topic=topic, operation_timeout_ms=3_000
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=topic,
+        operation_timeout_ms=3_000,
+        transaction_timeout_ms=4_000,  # an open transaction is waited for this + 10 s
+        commit_interval_ms=1_000,
     )
     committed, at_0 = _transaction(bootstrap, names("t0"), topic, 0, [b"a", b"b"])
     committed.commit_transaction(30)
@@ -49,9 +54,12 @@ def test_committed_aborted_gone_and_undecided_witnesses(bootstrap, names):
     after, _ = _transaction(bootstrap, names("t3"), topic, 1, [b"e"])
     after.commit_transaction(30)
 
-    verdict = _witness.invisible(config, {(topic, 0): at_0, (topic, 1): at_1, (topic, 2): at_2})
+    # A witness past its partition's end (the topic recreated, the partition truncated): gone, at once.
+    verdict = _witness.invisible(
+        config, {(topic, 0): at_0, (topic, 1): at_1, (topic, 2): at_2, (topic, 3): 10_000_000}
+    )
     assert verdict.aborted == ((topic, 1, at_1),)
-    assert verdict.gone == ((topic, 2, at_2),)
+    assert verdict.gone == ((topic, 2, at_2), (topic, 3, 10_000_000))
 
     # A transaction still open at the witness: waited for up to operation_timeout_ms, then a retriable
     # error, never a verdict of "aborted".
