@@ -24,9 +24,9 @@ def calls(monkeypatch):
     seen: list[tuple[int, int, int | None]] = []
     real = _rdkafka.ArrowProducer.produce
 
-    def spy(self, topic, values, keys, start, stop):
-        enqueued, err = real(self, topic, values, keys, start, stop)
-        seen.append((stop - start, enqueued, None if err is None else err.code()))
+    def spy(self, topic, values, keys, rows, partitions):
+        enqueued, err = real(self, topic, values, keys, rows, partitions)
+        seen.append((len(rows), enqueued, None if err is None else err.code()))
         return enqueued, err
 
     monkeypatch.setattr(_rdkafka.ArrowProducer, "produce", spy)
@@ -89,10 +89,13 @@ def test_arrow_columns_are_written_as_the_produce_loop_writes_them(bootstrap, na
     for topic in (by_arrow, by_loop):
         testing.create_topic(bootstrap, topic, 4)
     _write(_config(bootstrap, names, by_arrow), _outputs(values, keys, by_arrow), names("tid-arrow"))
-    assert sum(asked for asked, _, _ in calls) == n  # the Arrow path wrote them
+    # the Arrow path wrote them, but for the first record of each partition (produce(), for its
+    # delivery report: the transaction's witness there)
+    arrow_written = sum(asked for asked, _, _ in calls)
+    assert n - 4 <= arrow_written < n
     loop_config = _config(bootstrap, names, by_loop, arrow_produce=False)
     _write(loop_config, _outputs(values, keys, by_loop), names("tid-loop"))
-    assert sum(asked for asked, _, _ in calls) == n  # the loop wrote these
+    assert sum(asked for asked, _, _ in calls) == arrow_written  # the loop wrote these
 
     arrow, loop = _by_partition(bootstrap, by_arrow), _by_partition(bootstrap, by_loop)
     expected = list(zip(raw_keys[7:], raw_values[7:], strict=True))
