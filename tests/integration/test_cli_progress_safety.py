@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -169,25 +171,26 @@ def test_offsets_reset_leaves_the_progress_topic_alone_unless_named_and_told(boo
     assert progress_batches(config) == {0: None, 1: None}
 
 
-def test_the_advice_of_a_foreign_progress_offset_is_refused_not_followed_blindly(bootstrap, progress_app):
+def test_the_advice_of_a_foreign_progress_offset_drops_that_parts_progress_only(bootstrap, progress_app):
     """kafka-consumer-groups --reset-offsets (no eos stamp) on the progress topic: the part's progress is
-    refused as foreign, and its message advises `eos offsets reset --topic <progress topic> --shift 0`,
-    which would stamp it as eos's and make the part write its batch again: the CLI refuses it and says
-    what it would do."""
+    refused as foreign, and its message advises dropping that one part's progress with
+    `--drop-progress`; followed, part 0 has no progress (it writes its batch again) and part 1 keeps its
+    own. (Before, it advised `--topic <progress topic> --shift 0`, which the CLI now refuses.)"""
     from confluent_kafka import Consumer, TopicPartition
 
     config, _, topic = progress_app
+    kept = _parts.read_progress(config, [1])[1]
     group = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": config.app_id})
     group.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
     group.close()
     with pytest.raises(ForeignOffsetError) as foreign:
         _parts.read_progress(config, [0])
-    advice = f"eos offsets reset --app {config.app_id} --topic {topic} --shift 0 --execute"
-    assert advice in str(foreign.value)
-    followed = cli(bootstrap, *advice.split()[1:])
-    assert followed.returncode == EXIT_USAGE, followed
-    error = one_line_error(followed)
-    assert "--drop-progress" in error and "written again" in error
+    advice = re.search(r"`eos (offsets reset [^`]+)`", str(foreign.value)).group(1)
+    assert "--drop-progress" in advice and "--topic" not in advice, advice
+    followed = cli(bootstrap, *shlex.split(advice))
+    assert followed.returncode == 0, followed
+    assert _parts.read_progress(config, [0])[0] is None
+    assert _parts.read_progress(config, [1])[1] == kept
 
 
 # -- dlq replay: fence, then read where the group stands -------------------------------------------
