@@ -93,10 +93,14 @@ lint: setup
 # `python -m tests.chaos.harness --help` (CHAOS_ARGS="--records 200000 --seed 3"); CHAOS_ARGS="--brokers 3"
 # runs it on a replicated 3-broker cluster. Writes reports/chaos.json. Ctrl-C or a SIGTERM stops the broker,
 # the Spark daemons and the driver it started (as it does for `make bench`).
-# `make chaos` also runs the integration tests marked `long` (make long-test) after the harness.
+# `make chaos` also runs the integration tests marked `long` (make long-test) after the harness, and
+# the coordinator restarted inside its session on a 3-broker cluster with an eos task as its client
+# (tests/chaos/coordinator_eos.py, ~4 minutes): eos must stop with CommitLostError where the broker
+# commits a transaction on some partitions and aborts it on others.
 CHAOS_ARGS ?=
 chaos: setup $(JVM_ARCHIVE)
 	$(BIN)/python -m tests.chaos.harness $(CHAOS_ARGS)
+	$(BIN)/python -m tests.chaos.coordinator_eos --tries 3 --seed 2
 	$(MAKE) long-test
 
 # The other supported versions, each in a venv of its own (tests/matrix.py): Spark 3.5 with the lowest

@@ -143,6 +143,7 @@ def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLost
     """The error of a committed offset whose transaction the broker aborted on some partitions."""
     app, where = scope.config.app_id, scope.where
     since = found.get("since")
+    batch = f" (batch {found['batch']})" if "batch" in found else ""
     rewrite = (
         f"To write input {where} from offset {since} again (its outputs on the other partitions are then"
         f" written twice): `eos offsets reset --app {app}"
@@ -152,7 +153,8 @@ def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLost
     )
     message = (
         f"input partition {where}: the transaction that committed offset {entry.offset}"
-        f" (batch {found.get('batch', '?')}) is not visible on {len(lost)} of the {written}"
+        f"{batch}"
+        f" is not visible on {len(lost)} of the {written}"
         f" partitions it wrote: {_proof.listed(lost)}. {_proof.CAUSE} eos stops rather than skip input"
         f" whose outputs no read_committed reader will see; nothing of {where} was written or skipped."
         f" {rewrite}To accept the loss: `eos offsets reset --app {app} --topic {scope.topic} --shift 0"

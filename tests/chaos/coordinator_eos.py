@@ -106,7 +106,9 @@ def experiment(args, attempt: int) -> tuple[str, bool]:
         f1, f2 = [b for b in (1, 2, 3) if b != coord]
         output = f"out-{tag}"
         assignment = [[coord], [f1], [f2], [coord]]
-        for f in admin.create_topics([NewTopic(output, replica_assignment=assignment)]).values():
+        for f in admin.create_topics(
+            [NewTopic(output, num_partitions=len(assignment), replica_assignment=assignment)]
+        ).values():
             f.result(30)
         wait_for(
             "output leaders",
