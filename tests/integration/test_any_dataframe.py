@@ -16,10 +16,13 @@ from conftest import finish, kill_after_commits, line_count, seed, start_pipelin
 from eos import testing
 from eos._core import _parts
 from tests.support.aggregates import (
+    COUNT_COLUMNS,
+    any_config,
     check_running_counts,
     check_windows,
     key_counts,
     read_output,
+    start_counts,
     window_counts,
 )
 from tests.support.summaries import ledger_skipped, read_summaries
@@ -187,27 +190,13 @@ def test_a_batch_failed_after_some_parts_committed_runs_again_once(spark, bootst
     source, output, sent = seed(bootstrap, names, 50)
     marker = tmp_path / "fail-part-0"
     marker.touch()
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
-    )
+    config = any_config(bootstrap, names("app"), output_topic=output)
     value = "CAST(count AS STRING)" if kind == "count" else "concat(CAST(count AS STRING), '|', rand())"
 
     def start():
-        counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-        out = counts.selectExpr("key", f"CAST({value} AS BINARY) AS value")
         sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
-        query = (
-            out.writeStream.outputMode("update")
-            .foreachBatch(sink)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        return sink, query
+        columns = ("key", f"CAST({value} AS BINARY) AS value")
+        return sink, start_counts(spark, config, source, tmp_path / "ckpt", columns, sink=sink)
 
     _, query = start()
     with pytest.raises(Exception, match="part 0 fails"):
@@ -241,28 +230,12 @@ def test_a_batch_re_run_with_more_parts_keeps_its_first_placement(spark, bootstr
     source, output, sent = seed(bootstrap, names, 50)
     marker = tmp_path / "fail-part-0"
     marker.touch()
-    four = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
-        parts=4,
-    )
+    four = any_config(bootstrap, names("app"), output_topic=output, parts=4)
     eight = attrs.evolve(four, parts=8)
 
     def run(config):
-        counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-        out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
         sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
-        query = (
-            out.writeStream.outputMode("update")
-            .foreachBatch(sink)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        start_counts(spark, config, source, tmp_path / "ckpt", sink=sink).awaitTermination()
         return sink
 
     with pytest.raises(Exception, match="part 0 fails"):
@@ -294,26 +267,9 @@ def test_a_batch_re_run_with_more_parts_keeps_its_first_placement(spark, bootstr
 def test_part_columns_the_output_lacks_is_refused_naming_the_setting(spark, bootstrap, names, tmp_path):
     """`part_columns` naming a column the written output does not have: a ConfigError naming the setting
     before any part writes (before: Spark's UNRESOLVED_COLUMN from inside eos)."""
-    import eos
-
     source, output, _ = seed(bootstrap, names, 5)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
-        part_columns="customer",
-    )
-    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-    out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
-    query = (
-        out.writeStream.outputMode("update")
-        .foreachBatch(eos.sink(config))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    config = any_config(bootstrap, names("app"), output_topic=output, part_columns="customer")
+    query = start_counts(spark, config, source, tmp_path / "ckpt")
     with pytest.raises(Exception, match=r"invalid config 'part_columns': names 'customer'"):
         query.awaitTermination()
     assert all(v is None for v in _parts.read_progress(config, range(4)).values())
@@ -323,28 +279,17 @@ def test_part_columns_the_output_lacks_is_refused_naming_the_setting(spark, boot
 def test_a_map_column_beside_the_output_is_placed_and_written(spark, bootstrap, names, tmp_path):
     """A `process_batch` query whose rows carry a map column: eos hashes every column it hands over, and
     Spark refuses to hash a map (before: DATATYPE_MISMATCH.HASH_MAP_TYPE from inside eos)."""
-    import eos
-
     source, output, sent = seed(bootstrap, names, 20)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
-    )
-    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-    out = counts.selectExpr(
-        "key", "CAST(CAST(count AS STRING) AS BINARY) AS value", "map('n', count, 'm', 1) AS m"
-    )
-    query = (
-        out.writeStream.outputMode("update")
-        .foreachBatch(eos.sink(config, process_batch=lambda batch, state: batch.select(["key", "value"])))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    config = any_config(bootstrap, names("app"), output_topic=output)
+    columns = (*COUNT_COLUMNS, "map('n', count, 'm', 1) AS m")
+    start_counts(
+        spark,
+        config,
+        source,
+        tmp_path / "ckpt",
+        columns,
+        process_batch=lambda batch, state: batch.select(["key", "value"]),
+    ).awaitTermination()
     result = check_running_counts(read_output(bootstrap, output), key_counts(sent))
     assert result.exact and result.received == len(key_counts(sent)), result
 
@@ -358,29 +303,20 @@ def test_process_with_topic_and_partition_columns_routes_each_row(spark, bootstr
     source, output, sent = seed(bootstrap, names, 10)
     other = names("other")
     testing.create_topic(bootstrap, other, 4)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic_column="dest",
-        output_partition_column="p",
-        processing_guarantee="exactly_once",
-        input_mode="any",
-    )
-    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-    out = counts.selectExpr(
-        "key",
-        "CAST(CAST(count AS STRING) AS BINARY) AS value",
+    config = any_config(bootstrap, names("app"), output_topic_column="dest", output_partition_column="p")
+    columns = (
+        *COUNT_COLUMNS,
         f"IF(substring(CAST(key AS STRING), -1) = '0', '{other}', '{output}') AS dest",
         "CAST(2 AS INT) AS p",
     )
-    query = (
-        out.writeStream.outputMode("update")
-        .foreachBatch(eos.sink(config, process=lambda row, state: [eos.Output(value=row.value, key=row.key)]))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    start_counts(
+        spark,
+        config,
+        source,
+        tmp_path / "ckpt",
+        columns,
+        process=lambda row, state: [eos.Output(value=row.value, key=row.key)],
+    ).awaitTermination()
     main, side = read_output(bootstrap, output), read_output(bootstrap, other)
     keys = key_counts(sent)
     assert sorted(r.key for r in side) == sorted(k for k in keys if k.endswith(b"0"))
@@ -399,12 +335,10 @@ def test_a_part_open_past_the_transaction_timeout_inside_one_arrow_batch_is_too_
     import eos
 
     source, output, _ = seed(bootstrap, names, 10)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
+    config = any_config(
+        bootstrap,
+        names("app"),
         output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
         parts=1,
         transaction_timeout_ms=2_000,
         commit_interval_ms=500,
@@ -417,15 +351,7 @@ def test_a_part_open_past_the_transaction_timeout_inside_one_arrow_batch_is_too_
             time.sleep(8)  # the broker aborts it within 2 s + its 5 s check
         return [eos.Output(value=row.value, key=row.key)]
 
-    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-    out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
-    query = (
-        out.writeStream.outputMode("update")
-        .foreachBatch(eos.sink(config, process=process))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_counts(spark, config, source, tmp_path / "ckpt", process=process)
     with pytest.raises(Exception, match=r"PartTooLargeError: batch 0, part 0: its transaction has been open"):
         query.awaitTermination()
     assert read_output(bootstrap, output) == []

@@ -185,6 +185,7 @@ def test_a_part_committed_by_a_transaction_aborted_on_one_partition_stops_the_re
     from test_any_dataframe import _fail_part_0_while
 
     from eos._core import _parts
+    from tests.support.aggregates import any_config, start_counts
 
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 4)
@@ -192,26 +193,11 @@ def test_a_part_committed_by_a_transaction_aborted_on_one_partition_stops_the_re
     testing.produce_sequence(bootstrap, source, 4, 20)
     marker = tmp_path / "fail-part-0"
     marker.touch()
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        input_mode="any",
-        parts=4,
-    )
+    config = any_config(bootstrap, names("app"), output_topic=output, parts=4)
 
     def run():
-        counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
-        out = counts.selectExpr("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
-        query = (
-            out.writeStream.outputMode("update")
-            .foreachBatch(eos.sink(config, process_batch=_fail_part_0_while(str(marker))))
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        start_counts(spark, config, source, tmp_path / "ckpt", sink=sink).awaitTermination()
 
     with pytest.raises(Exception, match="part 0 fails"):
         run()

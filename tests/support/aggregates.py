@@ -117,3 +117,37 @@ def check_windows(records: Iterable[OutputRecord], truth: Mapping[tuple[bytes, i
         missing=sum(1 for w in truth if w not in seen),
         unexpected=sum(1 for w in seen if w not in truth),
     )
+
+
+#: the running count per key as bytes: what the count queries below write
+COUNT_COLUMNS = ("key", "CAST(CAST(count AS STRING) AS BINARY) AS value")
+
+
+def any_config(bootstrap: str, app_id: str, **settings):
+    """An exactly_once `input_mode="any"` Config (`output_topic` or another output among `settings`)."""
+    import eos
+
+    return eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app_id,
+        processing_guarantee="exactly_once",
+        input_mode="any",
+        **settings,
+    )
+
+
+def start_counts(spark, config, source: str, checkpoint, columns=COUNT_COLUMNS, sink=None, **functions):
+    """`groupBy("key").count()` of `source` (read with eos.read_stream), selected as `columns`, written in
+    update mode by `sink` (default `eos.sink(config, **functions)`) until the input available now is
+    done: the started query."""
+    import eos
+
+    counts = eos.read_stream(spark, config, [source]).groupBy("key").count()
+    return (
+        counts.selectExpr(*columns)
+        .writeStream.outputMode("update")
+        .foreachBatch(sink or eos.sink(config, **functions))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
