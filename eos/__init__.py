@@ -5,6 +5,7 @@ df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.
 """
 
 from eos._core._job import Commit
+from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
@@ -69,6 +70,7 @@ __all__ = [
     "JsonSerde",
     "KafkaClientError",
     "Output",
+    "place",
     "OutputTypeError",
     "ProcessError",
     "ProduceError",

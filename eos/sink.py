@@ -42,7 +42,7 @@ from eos._kafka import _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning
 from eos._spark._batch import batch_layout, check_output_topic, functions, input_provenance, task_slots
-from eos._spark._placement import place
+from eos._spark._placement import place_batch
 from eos.config import Config
 from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
 from eos.state import StoreSpec
@@ -242,7 +242,7 @@ class Sink:
         _topics.ensure_parts_topic(self.config)  # asks the broker once per process
         key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
         placement = self._placement(batch_id, columns, key)  # P0
-        placed = place(batch_df, columns, key, placement)  # P1
+        placed = place_batch(batch_df, columns, key, placement)  # P1
         job = _parts.PartJob(
             config=self.config,
             batch_id=batch_id,

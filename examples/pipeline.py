@@ -214,6 +214,8 @@ def main() -> None:
         writer = writer.outputMode("update")
         trigger = {"realTime": f"{args.realtime} seconds"}
     elif args.format_eos:
+        if config.input_mode == "any":  # the data source writes rows eos.place placed
+            df = eos.place(df, parts=config.parts)
         name = "eos"
         if kwargs or on_commit:  # functions travel with a data source name of their own
             name = eos.register(spark, f"eos-{args.app_id}", on_commit=on_commit, **kwargs)

@@ -461,7 +461,8 @@ class PartTask:
         if not pc.all(pc.equal(batch.column(PART_COLUMN), self.part)).as_py():
             raise NondeterministicBatchError(
                 f"{self.where()}: the task holds rows placed in another part: Spark did not keep the"
-                " placement (eos_part) as its partitioning. Nothing of this part was written.",
+                " placement (eos_part) as its partitioning (a union, coalesce or repartition after"
+                " eos.place: call it last, just before writeStream). Nothing of this part was written.",
                 batch_id=self.job.batch_id,
                 part=self.part,
             )
@@ -526,6 +527,15 @@ def run_parts(
             part = (
                 first.column(PART_COLUMN)[0].as_py() if PART_COLUMN in first.schema.names else spark_partition
             )
+            if part != spark_partition:
+                raise NondeterministicBatchError(
+                    f"batch {job.batch_id}, Spark partition {spark_partition}: holds rows placed in part"
+                    f" {part}: Spark did not keep the placement as its partitioning (a union, coalesce or"
+                    " repartition after eos.place: call it last, just before writeStream). Nothing of this"
+                    " part was written.",
+                    batch_id=job.batch_id,
+                    part=part,
+                )
             stats = PartTask(job, part).run(_chain(first, batches))
         yield pa.RecordBatch.from_pylist([attrs.asdict(stats)], schema=STATS_SCHEMA)
     finally:

@@ -39,8 +39,9 @@ from eos._kafka import _clients, _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _ledger
 from eos._spark._batch import batch_layout, check_output_topic, input_column, missing_input_column
+from eos._spark._placement import placement_of
 from eos.config import Config, dotted_field
-from eos.errors import BatchSchemaError, ConfigError, InputOrderError
+from eos.errors import BatchSchemaError, ConfigError, InputOrderError, NondeterministicBatchError
 
 try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -178,9 +179,16 @@ class EosDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool) -> _Writer:  # noqa: N802 - Spark's name
         settings = settings_of(self.options)  # S1
-        dtypes = [(field.name, field.dataType.simpleString()) for field in schema.fields]
-        layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
+        placement = None
         if settings.config.input_mode == "any":
+            placement = _placed(schema, self.options, settings.config)
+            settings = attrs.evolve(settings, config=attrs.evolve(settings.config, parts=placement.parts))
+        own = (_parts.PART_COLUMN, _parts.HASH_COLUMN) if placement is not None else ()
+        dtypes = [
+            (field.name, field.dataType.simpleString()) for field in schema.fields if field.name not in own
+        ]
+        layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
+        if placement is not None:
             if self.functions.stores:
                 raise ConfigError("stores", "input_mode 'any' has no state stores (see eos.sink)")
             _topics.ensure_parts_topic(settings.config)
@@ -189,7 +197,7 @@ class EosDataSource(DataSource):
         check_output_topic(settings.config)
         if settings.config.exactly_once:
             _cluster.check_transaction_timeout(settings.config)
-        return _Writer(settings, layout, self.functions)
+        return _Writer(settings, layout, self.functions, placement)
 
     def writer(self, schema, overwrite: bool):
         raise ConfigError(
@@ -204,26 +212,55 @@ def source_class(name: str, functions: Functions) -> type[EosDataSource]:
     return type(f"EosDataSource_{name}", (EosDataSource,), {"short_name": name, "functions": functions})
 
 
+def _placed(schema, options: Mapping[str, str], config: Config) -> _parts.Placement:
+    """How `eos.place` placed the batch's rows; refused where it did not (input_mode "any")."""
+    placement = placement_of(schema)
+    if placement is None:
+        raise BatchSchemaError(
+            'format("eos") with eos.input.mode "any" writes rows eos.place placed: write'
+            ' `eos.place(df, parts=8).writeStream.format("eos")...` (place last, just before'
+            " writeStream). A data source is told neither how many partitions a batch has nor how its rows"
+            " were split, so unplaced, a re-run split otherwise (a file source restarted on more cores)"
+            " would write rows its first run committed. Nothing was written."
+        )
+    given = {key.lower(): value for key, value in options.items()}.get("eos.parts")
+    if given is not None and str(given).strip() != str(placement.parts):
+        raise ConfigError(
+            "eos.parts",
+            f"is {given!r}, but eos.place placed the rows in {placement.parts} parts: the placement decides"
+            " (drop the option, or place in as many parts)",
+        )
+    return placement
+
+
 class _Writer(*_WRITER_BASES):
-    def __init__(self, settings: Settings, layout: Layout, functions: Functions) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        layout: Layout,
+        functions: Functions,
+        placement: _parts.Placement | None = None,
+    ) -> None:
         self.settings = settings
         self.layout = layout
         self.functions = functions
+        self.placement = placement
 
     def write(self, iterator: Iterator[Any]) -> EosCommit:  # S2, on an executor
         from pyspark import TaskContext
 
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty(_BATCH_ID) or -1)
-        if self.settings.config.input_mode == "any":
-            # Spark's partition p is part p: a data source cannot place rows itself (docs/design.md).
-            _topics.ensure_parts_topic(attrs.evolve(self.settings.config, parts=context.partitionId() + 1))
+        if self.placement is not None:
+            # eos.place made Spark's partition p part p (docs/design.md); P0 as the sink does it, per task.
+            self._check_placement(batch_id, context.partitionId())
             part_job = _parts.PartJob(
                 config=self.settings.config,
                 batch_id=batch_id,
                 layout=self.layout,
-                parts=None,
+                parts=self.placement.parts,
                 functions=self.functions,
+                placement=self.placement,
             )
             stats = [
                 row
@@ -244,6 +281,28 @@ class _Writer(*_WRITER_BASES):
             row for stats in run_partition(job, iterator, context.partitionId()) for row in stats.to_pylist()
         ]
         return EosCommit(context.partitionId(), context.attemptNumber(), partitions)
+
+    def _check_placement(self, batch_id: int, spark_partition: int) -> None:
+        """P0 in a task: the batch is placed as eos.place said, and as its first run placed it."""
+        placement = self.placement
+        if spark_partition >= placement.parts:
+            raise NondeterministicBatchError(
+                f"batch {batch_id}: Spark partition {spark_partition} of rows eos.place placed in"
+                f" {placement.parts} parts: the DataFrame was repartitioned or unioned after eos.place;"
+                " call it last, just before writeStream. Nothing of this partition was written.",
+                batch_id=batch_id,
+                part=spark_partition,
+            )
+        first = _parts.batch_placement(self.settings.config, batch_id)
+        if first is not None and first != placement:
+            raise NondeterministicBatchError(
+                f"batch {batch_id} was first run placed {first.describe()}, and some of its parts are"
+                f" committed; this run places it {placement.describe()}. Place it as its first run did"
+                " (eos.place's parts and part_columns) until the batch is written, then change it (a new"
+                " placement applies from the next batch). Nothing of this part was written.",
+                batch_id=batch_id,
+                part=spark_partition,
+            )
 
     def commit(self, messages: list[EosCommit | None], batch_id: int) -> None:  # S3, on the driver
         self._record(messages, batch_id, "committed")

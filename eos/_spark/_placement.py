@@ -3,9 +3,55 @@
 from __future__ import annotations
 
 from eos._core._parts import HASH_COLUMN, PART_COLUMN, Placement
+from eos.errors import ConfigError
+
+#: The metadata of the `eos_part` column `eos.place` adds: how its rows were placed (`format("eos")`
+#: reads it, as a data source is told nothing else about the batch's partitioning).
+PARTS_KEY = "eos.parts"
+BY_KEY = "eos.by"
 
 
-def place(df, columns: list[str], key: str | None, placement: Placement):
+def place(df, parts: int, part_columns: list[str] | None = None):
+    """`df` placed in `parts` parts by content (by `key` where it has one, by `part_columns` where given),
+    ready for `.writeStream.format("eos")` with `eos.input.mode` "any": call it last, just before
+    `writeStream`. A data source is told neither how many partitions a batch has nor how its rows were
+    split, so without a placement a re-run split otherwise (a file source restarted on more cores) would
+    write rows again that its first run committed; placed, each row's part is a function of the row and
+    the batch's re-run writes each row once."""
+    if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+        raise ConfigError("parts", f"{parts!r} is not a positive number of parts")
+    columns = list(df.columns)
+    own = [c for c in (PART_COLUMN, HASH_COLUMN) if c in columns]
+    if own:
+        raise ConfigError(
+            "parts", f"the DataFrame already has {', '.join(own)}: it was placed already (place it once)"
+        )
+    chosen = [c.strip() for c in part_columns or [] if c.strip()]
+    unknown = [c for c in chosen if c not in columns]
+    if unknown:
+        raise ConfigError(
+            "part_columns",
+            f"names {', '.join(map(repr, unknown))}, not a column of the DataFrame ({', '.join(columns)})",
+        )
+    key = "key" if "key" in columns else None
+    placement = (
+        Placement(parts, "columns:" + ",".join(chosen))
+        if chosen
+        else Placement(parts, "key" if key else "content")
+    )
+    return place_batch(df, columns, key, placement)
+
+
+def placement_of(schema) -> Placement | None:
+    """How `eos.place` placed a batch with `schema` (None: it did not)."""
+    field = next((f for f in schema.fields if f.name == PART_COLUMN), None)
+    metadata = field.metadata if field is not None else {}
+    if PARTS_KEY not in metadata:
+        return None
+    return Placement(int(metadata[PARTS_KEY]), str(metadata.get(BY_KEY) or "content"))
+
+
+def place_batch(df, columns: list[str], key: str | None, placement: Placement):
     """P1: `columns` of `df`, each row with its content hash and its part, in `placement.parts` Spark
     partitions, partition i holding exactly the rows of part i. `repartition(n, cols)` is a hash
     partitioning, `pmod(murmur3(cols), n)`: a function of the rows alone (not of Spark's upstream
@@ -25,7 +71,8 @@ def place(df, columns: list[str], key: str | None, placement: Placement):
         by = [F.when(F.col(key).isNull(), F.col(HASH_COLUMN)).otherwise(F.xxhash64(F.col(key)))]
     else:
         by = [F.col(HASH_COLUMN)]
-    return df.withColumn(PART_COLUMN, F.pmod(F.hash(*by), F.lit(n))).repartition(n, *by)
+    part = F.pmod(F.hash(*by), F.lit(n)).alias(PART_COLUMN, metadata={PARTS_KEY: n, BY_KEY: placement.by})
+    return df.withColumn(PART_COLUMN, part).repartition(n, *by)
 
 
 def _hashable(F, column: str, dtype: str):
