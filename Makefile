@@ -26,7 +26,7 @@ SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
 .PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos \
-  matrix dist clean
+  matrix dist clean docs
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 
@@ -34,7 +34,7 @@ setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
 $(PY_STAMP): pyproject.toml constraints.txt
 	@echo "== Python: eos, PySpark, pyarrow, pandas, grpc, ... into $(VENV) (~0.5 GB download, ~1 GB on disk)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) -e '.[test,connect]' -c constraints.txt
+	$(PIP_INSTALL) -e '.[test,connect,docs]' -c constraints.txt
 	touch $@
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
@@ -73,7 +73,7 @@ unit-test: setup
 integration-test: setup $(JVM_ARCHIVE)
 	$(PYTEST) tests/integration -m "not long" $(PYTEST_ARGS)
 
-test: unit-test integration-test
+test: unit-test integration-test docs
 
 # The inner loop: unit tests and the integration tests not marked `slow` (~20 s or more each).
 test-quick: setup $(JVM_ARCHIVE)
@@ -82,6 +82,13 @@ test-quick: setup $(JVM_ARCHIVE)
 # The integration tests too long for `make test`: more variants of its kill and state tests.
 long-test: setup $(JVM_ARCHIVE)
 	$(PYTEST) tests/integration -m long $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml) in site/: docs/gen_reference.py rewrites the generated reference pages
+# (docs/reference/configuration.md, cli.md, errors.md) from the code, then MkDocs builds every page with
+# --strict (a warning, a broken link or anchor, a missing snippet fails it). Preview: $(BIN)/mkdocs serve
+docs: $(PY_STAMP)
+	$(BIN)/python docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
 
 # ruff, then the import rules between eos's layers (pyproject.toml's [tool.importlinter]).
 lint: setup

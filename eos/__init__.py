@@ -7,6 +7,7 @@ df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.
 from eos._core._job import Commit
 from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
+from eos._version import __version__ as __version__
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
     AuthenticationError,
@@ -45,7 +46,6 @@ from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, Str
 #: `df.writeStream.foreach(eos.foreach_writer(config))`, e.g. in real-time mode (see `ForeachWriter`).
 foreach_writer = ForeachWriter
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AuthenticationError",

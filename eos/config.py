@@ -196,11 +196,15 @@ def _non_negative(instance: Config, attribute: attrs.Attribute, value: int) -> N
 class Config:
     """Settings for one eos application (one consumer group, one transactional.id prefix)."""
 
+    #: The Kafka brokers eos writes to and reads offsets from (`host:port,host:port`).
     bootstrap_servers: str
     #: Consumer group for the input offsets, prefix of every transactional.id and changelog topic.
     app_id: str
     #: Output topic; or name a column with `output_topic_column`.
     output_topic: str | None = None
+    #: "exactly_once": outputs, state and input offsets commit in one Kafka transaction per input
+    #: partition; "at_least_once" (the default, as in Kafka Streams): no transactions, duplicates after
+    #: a crash.
     processing_guarantee: str = attrs.field(default=AT_LEAST_ONCE, converter=_guarantee)
     #: Column holding each output record's topic (instead of `output_topic`).
     output_topic_column: str | None = None
@@ -212,6 +216,8 @@ class Config:
     commit_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive)
     #: ...or once it has been open this long, whichever comes first.
     commit_interval_ms: int = attrs.field(default=30_000, validator=_positive)
+    #: The producers' `transaction.timeout.ms`: a transaction open longer is aborted by the broker
+    #: (at most the broker's `transaction.max.timeout.ms`, checked before the first batch).
     transaction_timeout_ms: int = attrs.field(default=60_000, validator=_positive)
     #: Deadline for retrying retriable errors and for reaching the broker.
     operation_timeout_ms: int = attrs.field(default=30_000, validator=_positive)
@@ -256,18 +262,22 @@ class Config:
     max_dead_letters_per_batch: int = attrs.field(default=100, validator=_positive)
     #: Serialize each output's value with a Schema Registry serializer, "avro", "protobuf" or "json_schema"
     #: (Confluent's framing: magic byte, schema id; also Confluent's Java class names); None: the value is
-    #: bytes or a string, as Spark's Kafka sink takes it. README "Schema Registry".
+    #: bytes or a string, as Spark's Kafka sink takes it. docs/guide/schema-registry.md.
     value_serializer: str | None = attrs.field(default=None, converter=_serializer("value_serializer"))
     #: The value's schema: Avro or JSON Schema text; for "protobuf" the import path of the generated
     #: message class (`orders_pb2.Order`). None with use_latest_version: the subject's latest schema.
     value_schema: str | None = None
+    #: The key's Schema Registry serializer ("avro", "json_schema", "protobuf"); None: the key column
+    #: is written as bytes or a string.
     key_serializer: str | None = attrs.field(default=None, converter=_serializer("key_serializer"))
+    #: The key's schema, as `value_schema` is the value's.
     key_schema: str | None = None
     #: How a value's subject is named: "topic" (<topic>-value), "record" (the schema's full name) or
     #: "topic_record" (<topic>-<full name>); Confluent's strategy class names are accepted too.
     value_subject_name_strategy: str = attrs.field(
         default="topic", converter=_strategy("value_subject_name_strategy")
     )
+    #: How a key's subject is named, as `value_subject_name_strategy` (<topic>-key for "topic").
     key_subject_name_strategy: str = attrs.field(
         default="topic", converter=_strategy("key_subject_name_strategy")
     )
@@ -281,9 +291,9 @@ class Config:
     schema_registry: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_frozen_settings, repr=_repr_registry
     )
-    #: Prometheus metrics of the sink (README "Metrics"), in prometheus_client's default registry, served
-    #: over HTTP on this port of the process where the sink runs; 0: recorded, not served (the application
-    #: serves the registry); None: none.
+    #: Prometheus metrics of the sink (docs/guide/observability.md), in prometheus_client's default
+    #: registry, served over HTTP on this port of the process where the sink runs; 0: recorded, not
+    #: served (the application serves the registry); None: none.
     metrics_port: int | None = attrs.field(default=None, converter=_port)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1
@@ -291,8 +301,11 @@ class Config:
     changelog_topic_config: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings)
     #: Client settings for every Kafka client eos creates (security settings go here).
     kafka: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    #: librdkafka settings for eos's producers only (over `kafka`), e.g. `linger.ms`, `compression.type`.
     producer: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    #: librdkafka settings for eos's consumers only (offset reads, changelog restores), over `kafka`.
     consumer: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
+    #: librdkafka settings for eos's admin clients only (topics, offsets, transactions), over `kafka`.
     admin: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_settings, repr=_repr_settings)
 
     def __attrs_post_init__(self) -> None:

@@ -72,6 +72,9 @@ class EosError(Exception):
 
 
 class ConfigError(EosError, ValueError):
+    """A setting is missing, unknown or has a bad value; `field` names it (a Config field, a dotted key
+    or a `format("eos")` option). Raised before any transaction: nothing was written. Fix the setting."""
+
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         self.reason = message
@@ -91,6 +94,10 @@ class AuthenticationError(EosError):
 
 
 class TopicNotFoundError(EosError):
+    """An output, input or dead-letter topic does not exist. eos creates only its own topics
+    (changelogs, the progress topic of input_mode "any"): create it with its partitions and
+    replication, as Kafka Streams requires of its sink topics."""
+
     def __init__(self, topic: str, role: str = "output") -> None:
         self.topic = topic
         super().__init__(f"{role} topic {topic!r} does not exist (eos creates only changelog topics)")
@@ -117,6 +124,9 @@ class ChangelogError(EosError):
 
 
 class RecordError(EosError):
+    """One input record could not be processed or written; `topic`/`partition`/`offset` name it. The
+    base of ProcessError, ProduceError and SerializationError: catch it for any record-level failure."""
+
     #: the record itself is at fault (writing it again fails again, other records are fine): what
     #: on_error="dead_letter" sends to the dead-letter topic instead of failing the batch
     poison = False
@@ -228,6 +238,10 @@ class InputCoordinateError(RecordError):
 
 
 class KafkaClientError(EosError):
+    """A Kafka client call failed; `kafka_error` is confluent-kafka's KafkaError where there was one.
+    The base of RetriableError, FatalError and their kin: eos maps librdkafka's errors onto these
+    classes in one place."""
+
     def __init__(self, message: str, *, kafka_error: KafkaError | None = None) -> None:
         self.kafka_error = kafka_error
         super().__init__(message)

@@ -11,7 +11,7 @@ from typing import Any
 from eos.errors import EosError
 
 # Exit codes a script can rely on (also in docs/cli.md).
-EXIT_OK = 0
+EXIT_OK = 0  # done
 EXIT_ERROR = 1  # a runtime error: a broker call failed, a topic is missing, the tool failed...
 EXIT_USAGE = 2  # bad arguments (argparse's own code)
 EXIT_UNKNOWN_APP = 3  # the group has no committed offsets and there is no local state for the app

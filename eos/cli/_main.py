@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from eos._version import __version__
 from eos.cli import _dlq, _offsets, _progress, _properties, _state, _transactions
 from eos.cli._args import Parser, global_options, leaves
 from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
@@ -32,6 +33,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         ' the ledger of a format("eos") query.',
         epilog="exit codes: 0 ok, 1 error, 2 bad arguments, 3 unknown app, 4 broker unreachable,"
         " 5 refused (the query is running)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"eos {__version__}", help="print eos's version and exit"
     )
     global_options(parser, True, env)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)

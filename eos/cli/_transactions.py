@@ -27,18 +27,27 @@ def add_commands(commands, leaf: Leaf) -> None:
     )
     hanging.set_defaults(func=cmd_transactions_find_hanging)
     abort = leaf(txn_cmd, "abort", "abort the open transaction that starts at an offset of a partition")
-    abort.add_argument("--topic", required=True)
-    abort.add_argument("--partition", type=non_negative_int, required=True)
-    abort.add_argument("--start-offset", type=non_negative_int, required=True)
+    abort.add_argument("--topic", required=True, help="the partition's topic")
+    abort.add_argument(
+        "--partition", type=non_negative_int, required=True, help="the partition holding the open transaction"
+    )
+    abort.add_argument(
+        "--start-offset",
+        type=non_negative_int,
+        required=True,
+        help="the first offset of the open transaction (`eos transactions hanging` shows it)",
+    )
     abort.set_defaults(func=cmd_transactions_abort)
     describe = leaf(txn_cmd, "describe", "describe one transactional id")
-    describe.add_argument("--transactional-id", required=True)
+    describe.add_argument("--transactional-id", required=True, help="the producer's transactional.id")
     describe.set_defaults(func=cmd_transactions_passthrough, tool_args=("describe", "transactional_id"))
     producers = leaf(
         txn_cmd, "describe-producers", "producers of a partition, with their open transaction's start offset"
     )
-    producers.add_argument("--topic", required=True)
-    producers.add_argument("--partition", type=non_negative_int, required=True)
+    producers.add_argument("--topic", required=True, help="the partition's topic")
+    producers.add_argument(
+        "--partition", type=non_negative_int, required=True, help="the partition whose producers to show"
+    )
     producers.set_defaults(
         func=cmd_transactions_passthrough, tool_args=("describe-producers", "topic", "partition")
     )
