@@ -38,7 +38,8 @@ def spark_session(
     - `spark_session(remote="local")` (or `"local[2]"`, ...): starts a Spark Connect server from the
       PySpark install, in this process's JVM, and returns a Connect session to it.
     - `spark_session(remote="sc://host:port")`: a Connect session to a running server (which must have
-      the connector and eos installed, see README). `SPARK_REMOTE` in the environment works as `remote`.
+      the connector and eos installed, see docs/deploy.md). `SPARK_REMOTE` in the environment works as
+      `remote`.
 
     Under `spark-submit` the session is the submitted job's: its `--master`, `--jars` and `--packages`
     apply. Elsewhere the connector jars for the installed PySpark come from `make setup`
@@ -265,7 +266,7 @@ def register(
     A sink with functions registers under a name of its own, the functions travelling with it:
     `eos.register(spark, "eos-counts", count, stores={"counts": "json"})`, then
     `df.writeStream.format("eos-counts")`. The arguments are `eos.sink`'s; settings are options
-    (README, "format(\"eos\")").
+    (docs/guide/ways-in.md).
 
     The options carry credentials (`kafka.sasl.jaas.config`, `eos.schema.registry.basic.auth.user.info`,
     ...) into Spark's plans: `spark`'s `spark.sql.redaction.options.regex` is extended to hide them

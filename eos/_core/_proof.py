@@ -45,5 +45,5 @@ def listed(lost: tuple[tuple[str, int, int], ...]) -> str:
 CAUSE = (
     "The broker committed it on the others and aborted it on these (read_uncommitted shows its records,"
     " then an abort): a transaction coordinator restarted before the controller fenced it can do this"
-    ' (README, "Failures and how eos recovers").'
+    " (docs/fault-runs.md)."
 )

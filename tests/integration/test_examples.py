@@ -14,14 +14,13 @@ import attrs
 import pytest
 from confluent_kafka import Producer
 from conftest import seed
-from test_schema_registry import _read_back
 
 from eos import testing
 from examples import any_aggregation, avro_registry, dead_letters, enrich, format_eos, stateful_count
 from examples import connect as connect_example
 from tests.support.aggregates import check_running_counts, key_counts, read_output
 from tests.support.counting import changelog_mismatches
-from tests.support.registry import Registry
+from tests.support.registry import Registry, read_avro_output
 
 PARTITIONS, PER_PARTITION = 4, 20
 
@@ -116,7 +115,7 @@ def test_avro_registry(spark, bootstrap, names, tmp_path, orders):
     source, sent = orders
     with Registry() as registry:  # the loopback stand-in for a Schema Registry (tests/support/registry.py)
         output, _ = _run(avro_registry, spark, bootstrap, names, tmp_path, source, registry_url=registry.url)
-        records, decoded, hanging = _read_back(bootstrap, output, {"url": registry.url})
+        records, decoded, hanging = read_avro_output(bootstrap, output, {"url": registry.url})
         registered = Counter(registry.requests)[("POST", f"/subjects/{output}-value/versions")]
     assert not hanging and registered == 1
     assert all(r.value[0] == 0 for r in records), "Confluent framing: magic byte 0"

@@ -8,15 +8,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import attrs
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import functions as F
 
 import eos
 from eos import testing
-from tests.support.registry import Registry
+from tests.support.registry import Registry, read_avro_output
 
 PARTITIONS, PER_PARTITION = 2, 1_500
 ORDER = (
@@ -60,7 +56,7 @@ def test_a_struct_column_is_written_as_registered_avro_and_misfits_are_dead_lett
         )
         query.awaitTermination()
 
-        records, decoded, hanging = _read_back(bootstrap, output, settings)
+        records, decoded, hanging = read_avro_output(bootstrap, output, settings)
         requests = Counter(registry.requests)
 
     good = [v for p, values in sent.items() for o, v in enumerate(values) if (p, o) not in bad]
@@ -111,25 +107,13 @@ def test_format_eos_takes_the_serializer_and_registry_as_options(spark, bootstra
         query.awaitTermination()
         progress = "\n".join(p.json for p in query.recentProgress)
         settings = {"url": registry.url, "basic.auth.user.info": "spark:s3cret"}
-        records, decoded, hanging = _read_back(bootstrap, output, settings)
+        records, decoded, hanging = read_avro_output(bootstrap, output, settings)
 
     good = [v for p, values in sent.items() for o, v in enumerate(values) if (p, o) not in bad]
     result = testing.compare(good, decoded, hanging)
     assert result.exactly_once, result
     _assert_dead_letters(bootstrap, dead_letters, bad)
     assert '"sink"' in progress and "s3cret" not in progress, "a registry credential in a progress report"
-
-
-def _read_back(bootstrap, output, settings):
-    """The output read_committed, and its values decoded with confluent-kafka's Avro deserializer (each
-    Order's item, as the input value it was made of)."""
-    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    deserialize = AvroDeserializer(SchemaRegistryClient(settings))
-    context = SerializationContext(output, MessageField.VALUE)
-    decoded = [
-        attrs.evolve(r, value=deserialize(r.value, context)["item"].encode()) for r in records if r.value
-    ]
-    return records, decoded, hanging
 
 
 def _assert_dead_letters(bootstrap, dead_letters, bad):

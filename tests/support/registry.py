@@ -17,6 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import attrs
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from eos import testing
 from eos.session import free_port
 
 
@@ -164,3 +170,15 @@ class Registry:
     def _version(self, subject: str, index: int) -> dict[str, Any]:
         schema_id, schema = self.subjects[subject][index]
         return {"subject": subject, "id": schema_id, "version": index + 1, **schema}
+
+
+def read_avro_output(bootstrap, output, settings):
+    """The output read_committed, and its values decoded with confluent-kafka's Avro deserializer (each
+    Order's item, as the input value it was made of)."""
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    deserialize = AvroDeserializer(SchemaRegistryClient(settings))
+    context = SerializationContext(output, MessageField.VALUE)
+    decoded = [
+        attrs.evolve(r, value=deserialize(r.value, context)["item"].encode()) for r in records if r.value
+    ]
+    return records, decoded, hanging
