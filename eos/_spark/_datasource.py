@@ -14,9 +14,9 @@ Per micro-batch Spark calls, in this order:
         committed.
 
 Spark's Kafka options are taken as Spark's Kafka sink takes them (`kafka.bootstrap.servers`, `topic`,
-`kafka.*` for every client eos creates, Java client names translated for librdkafka as
-`eos._kafka._clients.from_java` does: a PLAIN or SCRAM `kafka.sasl.jaas.config`, PEM trust stores, PKCS12 key
-stores); eos' own settings by their dotted keys under `eos.`.
+`kafka.*` for every client eos creates, the Java client's names translated for librdkafka: a PLAIN or
+SCRAM `kafka.sasl.jaas.config`, PEM trust stores, PKCS12 key stores); eos' own settings by their dotted
+keys under `eos.`.
 """
 
 from __future__ import annotations
