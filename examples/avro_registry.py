@@ -15,8 +15,6 @@ writes them as Avro `shop.Order` records and stops.
 
 from __future__ import annotations
 
-import argparse
-
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -54,21 +52,15 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id, regist
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(
+        __doc__,
+        "avro",
+        "example-orders-avro",
+        more=lambda p: p.add_argument("--registry-url", default="http://127.0.0.1:8081"),
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--registry-url", default="http://127.0.0.1:8081")
-    parser.add_argument("--input", default="example-orders")
-    parser.add_argument("--output", default="example-orders-avro")
-    parser.add_argument("--app-id", default="example-avro")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/avro_registry")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
-    if args.sample:
-        for topic in (args.input, args.output):
-            testing.create_topic(args.bootstrap, topic, 4)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
+    seed(args)
     spark = eos.spark_session("example-avro")
     main(spark, args.bootstrap, args.input, args.output, args.checkpoint, args.app_id, args.registry_url)
     records, _ = testing.read_topic(args.bootstrap, args.output)  # read_committed

@@ -16,8 +16,6 @@ writes them upper-cased and stops.
 
 from __future__ import annotations
 
-import argparse
-
 import eos
 from eos import testing
 
@@ -45,21 +43,17 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(
+        __doc__,
+        "connect",
+        "example-orders-upper",
+        more=lambda p: p.add_argument(
+            "--remote", default="local", help="'local' starts a Connect server here; or sc://..."
+        ),
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--remote", default="local", help="'local' starts a Connect server here; or sc://...")
-    parser.add_argument("--input", default="example-orders")
-    parser.add_argument("--output", default="example-orders-upper")
-    parser.add_argument("--app-id", default="example-connect")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/connect")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
-    if args.sample:
-        for topic in (args.input, args.output):
-            testing.create_topic(args.bootstrap, topic, 4)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
+    seed(args)
     spark = eos.spark_session("example-connect", remote=args.remote)
     main(spark, args.bootstrap, args.input, args.output, args.checkpoint, args.app_id)
     records, _ = testing.read_topic(args.bootstrap, args.output)  # read_committed

@@ -14,8 +14,6 @@ dead letters by error; `eos dlq replay` copies them back once the code is fixed.
 
 from __future__ import annotations
 
-import argparse
-
 from confluent_kafka import Producer
 
 import eos
@@ -51,21 +49,17 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id, dead_l
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(
+        __doc__,
+        "dead-letters",
+        "example-orders-text",
+        input_topic="example-raw-orders",
+        more=lambda p: p.add_argument("--dead-letters", default="example-orders-dlq"),
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--input", default="example-raw-orders")  # not the other examples' input
-    parser.add_argument("--output", default="example-orders-text")
-    parser.add_argument("--dead-letters", default="example-orders-dlq")
-    parser.add_argument("--app-id", default="example-dead-letters")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/dead_letters")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
+    seed(args, [(args.dead_letters, 1)])
     if args.sample:
-        for topic, partitions in ((args.input, 4), (args.output, 4), (args.dead_letters, 1)):
-            testing.create_topic(args.bootstrap, topic, partitions)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
         producer = Producer({"bootstrap.servers": args.bootstrap})
         producer.produce(args.input, b"\xff\xfe not UTF-8", key=b"k1", partition=0)
         producer.flush(30)

@@ -12,7 +12,6 @@ keeps running. Readers of the output must read with isolation.level=read_committ
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import eos
@@ -51,20 +50,10 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--input", default="example-orders")
-    parser.add_argument("--output", default="example-orders-enriched")
-    parser.add_argument("--app-id", default="example-enrich")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/enrich")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
-    if args.sample:
-        for topic in (args.input, args.output):
-            testing.create_topic(args.bootstrap, topic, 4)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(__doc__, "enrich", "example-orders-enriched")
+    seed(args)
     spark = eos.spark_session("example-enrich")
     main(spark, args.bootstrap, args.input, args.output, args.checkpoint, args.app_id)
     records, _ = testing.read_topic(args.bootstrap, args.output)  # read_committed

@@ -16,8 +16,6 @@ copies what the input holds and stops.
 
 from __future__ import annotations
 
-import argparse
-
 import eos
 from eos import testing
 
@@ -43,20 +41,10 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--input", default="example-orders")
-    parser.add_argument("--output", default="example-orders-copy")
-    parser.add_argument("--app-id", default="example-format-eos")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/format_eos")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
-    if args.sample:
-        for topic in (args.input, args.output):
-            testing.create_topic(args.bootstrap, topic, 4)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(__doc__, "format-eos", "example-orders-copy")
+    seed(args)
     spark = eos.spark_session("example-format-eos")
     main(spark, args.bootstrap, args.input, args.output, args.checkpoint, args.app_id)
     records, _ = testing.read_topic(args.bootstrap, args.output)  # read_committed

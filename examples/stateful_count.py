@@ -14,8 +14,6 @@ counts what the input holds and stops. Run it again with more input: the counts 
 
 from __future__ import annotations
 
-import argparse
-
 import eos
 from eos import testing
 
@@ -52,21 +50,15 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id, state_
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    from _cli import parse, seed  # examples/_cli.py: the command line the examples share
+
+    args = parse(
+        __doc__,
+        "count",
+        "example-order-counts",
+        more=lambda p: p.add_argument("--state-dir", default="/tmp/eos-state"),
     )
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--input", default="example-orders")
-    parser.add_argument("--output", default="example-order-counts")
-    parser.add_argument("--app-id", default="example-count")
-    parser.add_argument("--checkpoint", default="/tmp/eos-examples/stateful_count")
-    parser.add_argument("--state-dir", default="/tmp/eos-state")
-    parser.add_argument("--sample", type=int, default=10, help="sample records per partition (0: none)")
-    args = parser.parse_args()
-    if args.sample:
-        for topic in (args.input, args.output):
-            testing.create_topic(args.bootstrap, topic, 4)
-        testing.produce_sequence(args.bootstrap, args.input, 4, args.sample)
+    seed(args)
     spark = eos.spark_session("example-count")
     main(spark, args.bootstrap, args.input, args.output, args.checkpoint, args.app_id, args.state_dir)
     records, _ = testing.read_topic(args.bootstrap, args.output)  # read_committed

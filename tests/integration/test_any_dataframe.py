@@ -25,6 +25,7 @@ from tests.support.aggregates import (
     start_counts,
     window_counts,
 )
+from tests.support.faults import fail_part_0_while
 from tests.support.summaries import ledger_skipped, read_summaries
 
 
@@ -164,20 +165,6 @@ def test_rand_in_the_output_fails_the_rerun_naming_batch_and_part(bootstrap, nam
     assert keys, "the committed parts' records are not in the output"
 
 
-def _fail_part_0_while(marker: str):
-    """`process_batch` that passes rows through, and fails every attempt at part 0 while `marker` exists:
-    the batch fails after the other parts committed, as when its driver dies mid-batch."""
-
-    def process_batch(batch, state):
-        from pyspark import TaskContext
-
-        if TaskContext.get().partitionId() == 0 and os.path.exists(marker):
-            raise RuntimeError("part 0 fails (test)")
-        return batch.select(["key", "value"])
-
-    return process_batch
-
-
 @pytest.mark.parametrize("kind", ["count", "rand"])
 def test_a_batch_failed_after_some_parts_committed_runs_again_once(spark, bootstrap, names, tmp_path, kind):
     """In one session, no process killed: part 0 of batch 0 fails on every attempt while parts 1-3
@@ -194,7 +181,7 @@ def test_a_batch_failed_after_some_parts_committed_runs_again_once(spark, bootst
     value = "CAST(count AS STRING)" if kind == "count" else "concat(CAST(count AS STRING), '|', rand())"
 
     def start():
-        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        sink = eos.sink(config, process_batch=fail_part_0_while(str(marker)))
         columns = ("key", f"CAST({value} AS BINARY) AS value")
         return sink, start_counts(spark, config, source, tmp_path / "ckpt", columns, sink=sink)
 
@@ -234,7 +221,7 @@ def test_a_batch_re_run_with_more_parts_keeps_its_first_placement(spark, bootstr
     eight = attrs.evolve(four, parts=8)
 
     def run(config):
-        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        sink = eos.sink(config, process_batch=fail_part_0_while(str(marker)))
         start_counts(spark, config, source, tmp_path / "ckpt", sink=sink).awaitTermination()
         return sink
 

@@ -4,7 +4,6 @@ part writes."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 import eos
 from eos import testing
 from eos._core import _parts
+from tests.support.faults import fail_part_0_while
 
 LINES = 240
 
@@ -23,20 +23,6 @@ def _files(directory, lines: int = LINES) -> list[bytes]:
     for f in range(4):
         (directory / f"part-{f}.txt").write_bytes(b"\n".join(values[f::4]) + b"\n")
     return values
-
-
-def _fail_part_0_while(marker: str):
-    """`process_batch` passing rows through that fails every attempt at part 0 while `marker` exists:
-    the batch fails after the other parts committed, as when its driver dies mid-batch."""
-
-    def process_batch(batch, state):
-        from pyspark import TaskContext
-
-        if TaskContext.get().partitionId() == 0 and os.path.exists(marker):
-            raise RuntimeError("part 0 fails (test)")
-        return batch.select(["key", "value"])
-
-    return process_batch
 
 
 def _start(spark, name, files, output, app_id, checkpoint, parts=3, bootstrap=None, transform=None, **conf):
@@ -104,7 +90,7 @@ def test_a_file_batch_re_run_split_otherwise_writes_each_line_once(
     testing.create_topic(bootstrap, output, 4)
     marker = tmp_path / "fail-part-0"
     marker.touch()
-    name = eos.register(spark, f"eos-{app_id}", process_batch=_fail_part_0_while(str(marker)))
+    name = eos.register(spark, f"eos-{app_id}", process_batch=fail_part_0_while(str(marker)))
 
     def run(**conf):
         return _start(
@@ -155,7 +141,7 @@ def test_an_unplaced_moved_or_replaced_placement_is_refused_before_a_part_writes
 
     marker = tmp_path / "fail-part-0"
     marker.touch()
-    failing = eos.register(spark, f"eos-{app_id}-failing", process_batch=_fail_part_0_while(str(marker)))
+    failing = eos.register(spark, f"eos-{app_id}-failing", process_batch=fail_part_0_while(str(marker)))
     query = _start(spark, failing, tmp_path / "in", output, app_id, tmp_path / "ckpt", bootstrap=bootstrap)
     with pytest.raises(Exception, match="part 0 fails"):
         query.awaitTermination()
