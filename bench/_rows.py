@@ -178,7 +178,11 @@ class Bench:
         result = self._run_query(writer, "agg_eos_exactly_once" if self.profiling else None)
         history = [json.loads(line) for line in summaries.read_text().splitlines() if line]
         summaries.unlink()
-        result.update(batches=len(history), transactions=sum(s["transactions"] for s in history))
+        result.update(
+            batches=len(history),
+            transactions=sum(s["transactions"] for s in history),
+            **report.batch_steps(history),
+        )
         return result
 
     def _eos_row(
@@ -221,6 +225,7 @@ class Bench:
             regrouped_batches=sum(1 for s in history if s["regrouped"]),
             commit_p50_ms=ms(report.percentile(seconds, 50)),
             commit_p99_ms=ms(report.percentile(seconds, 99)),
+            **report.batch_steps(history),
         )
         return result
 

@@ -130,8 +130,18 @@ def fit_line(points: Sequence[tuple[float, ...]]) -> dict[str, Any] | None:
     return out
 
 
-#: the durations a micro-batch is split into: all of it, and the sink's part (foreachBatch included)
-SPLIT_DURATIONS = ("triggerExecution", "addBatch")
+#: the durations a micro-batch is split into: all of it, the sink's part (foreachBatch included), and
+#: the rest of Spark's `durationMs` keys (what a batch spends outside addBatch)
+SPLIT_DURATIONS = (
+    "triggerExecution",
+    "addBatch",
+    "latestOffset",
+    "getBatch",
+    "queryPlanning",
+    "walCommit",
+    "commitOffsets",
+    "commitBatch",
+)
 
 
 def cost_split(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -325,6 +335,82 @@ def plot(result: Mapping[str, Any], path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def batch_steps(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """From a run's batch summaries (the sink's `on_batch`): per batch, the median of the sink's own time
+    on the driver (`sink_ms`: foreachBatch's call, the tasks included), the producers replaced, and the
+    tasks' time per protocol step (`BatchSummary.steps`, ms summed over the batch's partitions). The first
+    batch (connections, fresh producers) is left out where there are others."""
+    batches = list(history[1:] if len(history) > 1 else history)
+    steps: dict[str, list[float]] = {}
+    driver: dict[str, list[float]] = {}
+    for summary in batches:
+        for name, value in (summary.get("steps") or {}).items():
+            steps.setdefault(name, []).append(value)
+        for name, value in (summary.get("driver") or {}).items():
+            driver.setdefault(name, []).append(value)
+    return {
+        "sink_ms_per_batch": median(1000 * b["seconds"] for b in batches),
+        "producers_replaced_per_batch": median(b.get("producers_replaced", 0) for b in batches),
+        "producers_replaced": sum(b.get("producers_replaced", 0) for b in history),
+        "steps_ms_per_batch": {name: median(values) for name, values in steps.items()},
+        "driver_ms_per_batch": {name: median(values) for name, values in driver.items()},
+    }
+
+
+#: the protocol steps of `batch_steps`, in the order of a partition's run, with what each is
+STEP_LABELS = (
+    ("seconds", "a partition, all of it"),
+    ("start_seconds", "steps 1-4"),
+    ("init_seconds", "init_transactions"),
+    ("offsets_seconds", "committed offset read"),
+    ("check_seconds", "kept producer's currency check"),
+    ("commit_seconds_total", "7a-7e commit"),
+    ("flush_seconds", "7b flush"),
+    ("send_offsets_seconds", "7c send_offsets"),
+    ("end_seconds", "7d EndTxn"),
+)
+
+
+#: the driver's parts of the sink's time (BatchSummary.driver)
+DRIVER_LABELS = (
+    ("layout_ms", "D1 columns"),
+    ("topics_ms", "D2 topics"),
+    ("lineage_ms", "D3 lineage"),
+    ("job_ms", "D4 Spark job"),
+)
+
+
+def steps_table(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """Per eos row, medians over its runs of `batch_steps`' per-batch figures: where a batch's time goes."""
+    rows = {row: rr for row, rr in runs.items() if any(r.get("steps_ms_per_batch") for r in rr)}
+    if not rows:
+        return ""
+    names = [name for name, _ in STEP_LABELS]
+    lines = [
+        "where an eos batch's time goes: per batch, medians over runs (each column its own median); the"
+        " driver's parts of the sink's time, then the tasks' steps in ms summed over the batch's partitions"
+        " (tasks run side by side, so those add up to more than the sink's time)",
+        "",
+        "| row | sink ms | "
+        + " | ".join(f"driver {label}" for _, label in DRIVER_LABELS)
+        + " | producers replaced | "
+        + " | ".join(label for _, label in STEP_LABELS)
+        + " |",
+        "|---|" + "---:|" * (2 + len(DRIVER_LABELS) + len(names)),
+    ]
+    for row, rr in rows.items():
+        sink = median(r.get("sink_ms_per_batch") for r in rr)
+        replaced = median(r.get("producers_replaced_per_batch") for r in rr)
+        driver = [median((r.get("driver_ms_per_batch") or {}).get(n) for r in rr) for n, _ in DRIVER_LABELS]
+        cells = (
+            driver
+            + [replaced]
+            + [median((r.get("steps_ms_per_batch") or {}).get(n) for r in rr) for n in names]
+        )
+        lines.append(f"| {row} | {fmt_num(sink)} | " + " | ".join(fmt_num(c) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def extra_table(result: Mapping[str, Any]) -> str:

@@ -238,6 +238,11 @@ def main() -> int:
     print(extra)
     print()
     print(report.targets_table(result["targets"]))
+    steps = report.steps_table(result.get("runs", {}))
+    if steps:
+        result["steps_table"] = steps
+        print()
+        print(steps)
     if "split" in result:
         print()
         print(report.split_table(result["split"]))

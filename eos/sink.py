@@ -36,7 +36,7 @@ from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
 from eos._core._job import Job, OnCommit, Process, ProcessBatch
-from eos._core._stats import STATS_DDL, totals
+from eos._core._stats import STATS_DDL, steps, totals
 from eos._core._task import run_partition
 from eos._kafka import _cluster, _topics
 from eos._log import get_logger
@@ -68,6 +68,12 @@ class BatchSummary:
     regrouped: bool = True
     #: bad records written to the dead-letter topic (on_error="dead_letter")
     dead_letters: int = 0
+    #: where the tasks' time went, in ms summed over the batch's partitions (PartitionStats' seconds
+    #: fields: `seconds` is all of it, `start_seconds` steps 1-4, ...)
+    steps: dict[str, float] = attrs.field(factory=dict)
+    #: where the sink's own time on the driver went, in ms: the batch's columns (D1), the topics and
+    #: cluster checks (D2), the lineage (D3) and the Spark job that runs the tasks (D4)
+    driver: dict[str, float] = attrs.field(factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
@@ -127,6 +133,8 @@ class Sink:
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
+        #: the current batch's driver figures (BatchSummary.driver)
+        self._driver: dict[str, float] = {}
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -153,6 +161,8 @@ class Sink:
         started = time.monotonic()
         has_process = self.functions.any
         layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
+        self._driver = {"layout_ms": _ms_since(started)}
+        mark = time.monotonic()
         check_output_topic(self.config, self.log)  # 2
         if self.config.exactly_once and not self._cluster_checked:
             _cluster.check_transaction_timeout(self.config)
@@ -160,11 +170,15 @@ class Sink:
         if self.config.metrics_port is not None and not self._metrics:
             _metrics.enable(self.config)  # where the sink runs (the Connect server under Spark Connect)
             self._metrics = True
+        self._driver["topics_ms"] = _ms_since(mark)
         if self.config.input_mode == "any":
             self._write_parts(batch_df, batch_id, layout, columns, started)
             return
+        mark = time.monotonic()
         lineage = _partitioning.lineage(batch_df)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
+        self._driver["lineage_ms"] = _ms_since(mark)
+        mark = time.monotonic()
         stats = None
         if lineage is None and not self._regroup_unseen:  # Spark Connect
             stats = self._write_as_read(batch_df, batch_id, layout, columns, provenance)
@@ -172,6 +186,7 @@ class Sink:
             stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
         else:
             regrouped = False
+        self._driver["job_ms"] = _ms_since(mark)
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
 
     def _write_as_read(
@@ -301,7 +316,8 @@ class Sink:
         if self._metrics:
             _metrics.record(self.config, summary, lags=self._lags, log=self.log)
         self.history.append(summary)  # a bounded deque: the oldest summary goes
-        self.log.info("batch written", **summary.as_dict())
+        shown = {k: v for k, v in summary.as_dict().items() if k not in ("steps", "driver")}
+        self.log.info("batch written", **shown)
         if self.on_batch is not None:
             self.on_batch(summary)
 
@@ -317,7 +333,13 @@ class Sink:
             seconds=round(seconds, 3),
             per_partition=tuple(stats),
             regrouped=regrouped,
+            steps=steps(stats),
+            driver=dict(self._driver),
         )
+
+
+def _ms_since(mark: float) -> float:
+    return round(1000 * (time.monotonic() - mark), 1)
 
 
 def raised_in_task(exc: BaseException, error: type[EosError]) -> str | None:

@@ -4,6 +4,7 @@ to it. Run at task start and again whenever a kept producer turns out displaced.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from eos._core import _input, _proof
@@ -45,12 +46,16 @@ class Incarnation:
         else:
             self.producer, self.reused = _producer.OutputProducer(self.config, tid), False
         if self.config.exactly_once and not self.producer.initialized:
+            t = time.monotonic()
             self.producer.init_transactions(self.log, known_topic=self.scope.topic)  # step 2
+            self.stats.init_seconds += time.monotonic() - t
         tp = (self.scope.topic, self.scope.partition)
         kept = self.reused and self.config.exactly_once
+        t = time.monotonic()
         try:
             entries = _offsets.committed_entries(self.config, [tp], self.log, wait=not kept)  # step 3
         except OffsetsUnstableError:
+            self.stats.offsets_seconds += time.monotonic() - t
             # Step 2 for a kept producer: it was initialised in an earlier task and cannot end another
             # incarnation's open transaction (a worker killed between its offsets and its commit holds
             # the offset until transaction.timeout.ms). A fresh producer's init_transactions does.
@@ -58,6 +63,7 @@ class Incarnation:
                 "an open transaction holds the committed offset: fencing it with a fresh producer"
             )
             return
+        self.stats.offsets_seconds += time.monotonic() - t
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
         if self.config.exactly_once:
             self._prove(entries.get(tp))
@@ -110,9 +116,11 @@ class Incarnation:
         coordinator, so its first transaction begins by sending the committed offset into it unchanged
         (step 7c replaces it in the same transaction): a displaced producer is refused there (FencedError,
         8d), not after producing the rows."""
+        t = time.monotonic()
         self.producer.begin_transaction(self.log)
         offset = (self.scope.topic, self.scope.partition, entry.offset, entry.metadata)
         self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
+        self.stats.check_seconds += time.monotonic() - t
 
     def rolled_back(self) -> None:
         """After an abort: the state's open writes must not survive."""

@@ -30,6 +30,23 @@ class PartitionStats:
     restored: int = 0
     #: bad records written to the dead-letter topic (committed), on_error="dead_letter"
     dead_letters: int = 0
+    # Where the partition's time went (`STEPS`), summed by the driver into BatchSummary.steps:
+    #: the whole partition, steps 1-8
+    seconds: float = 0.0
+    #: steps 1-4: producer, committed offset and its proof, state store
+    start_seconds: float = 0.0
+    #: step 2: init_transactions of a fresh producer
+    init_seconds: float = 0.0
+    #: step 3: the committed offset read
+    offsets_seconds: float = 0.0
+    #: step 2 for a kept producer: the first transaction's check that it is current
+    check_seconds: float = 0.0
+    #: 7b: flush and delivery reports
+    flush_seconds: float = 0.0
+    #: 7c: the offset sent into the transaction
+    send_offsets_seconds: float = 0.0
+    #: 7d: EndTxn (commit_transaction)
+    end_seconds: float = 0.0
 
 
 #: The one row per input partition that each task returns to the driver (`mapInArrow`'s output): the
@@ -47,6 +64,25 @@ _STATS_COLUMNS = {
 COUNTS = tuple(f.name for f in attrs.fields(PartitionStats) if f.type == "int" and f.default == 0)
 STATS_SCHEMA = pa.schema([(name, arrow) for name, (_, arrow) in _STATS_COLUMNS.items()])
 STATS_DDL = ", ".join(f"{name} {sql}" for name, (sql, _) in _STATS_COLUMNS.items())
+
+
+#: the figures of where a partition's time went, in seconds (summed over a batch by `steps`)
+STEPS = (
+    "seconds",
+    "start_seconds",
+    "init_seconds",
+    "offsets_seconds",
+    "check_seconds",
+    "commit_seconds_total",
+    "flush_seconds",
+    "send_offsets_seconds",
+    "end_seconds",
+)
+
+
+def steps(stats: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each of STEPS summed over a batch's stats rows, in milliseconds (absent in a row: 0)."""
+    return {name: round(1000 * sum(row.get(name) or 0.0 for row in stats), 1) for name in STEPS}
 
 
 def totals(stats: Sequence[Mapping[str, Any]]) -> dict[str, int]:

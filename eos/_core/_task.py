@@ -77,10 +77,12 @@ class PartitionTask:
 
     def start(self, first: pa.RecordBatch | None) -> None:
         """Steps 1-4 (`first`: the first run, for the checks of `check_input`)."""
+        t0 = time.monotonic()
         if first is not None and self.job.check_input:
             self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
             self.incarnation.scope = self.scope
         self._start_incarnation(reuse=True)  # steps 1-4
+        self.stats.start_seconds += time.monotonic() - t0
         if first is not None and self.job.check_input:
             _input.require_contiguous(self.scope, self.incarnation.committed, self.job.start_known)
         _crash.point("before_produce")  # F1
@@ -110,6 +112,7 @@ class PartitionTask:
         if self.transaction is not None:
             self._guarded(self._commit)
         self.incarnation.release()
+        self.stats.seconds = time.monotonic() - self.started
         self.log.info(
             "partition written",
             records_in=self.stats.records_in,
@@ -293,6 +296,8 @@ class PartitionTask:
         self.stats.records_out += transaction.outputs
         self.stats.dead_letters += transaction.dead_letters
         self.stats.commit_seconds_total += seconds
+        for step, spent in transaction.steps.items():
+            setattr(self.stats, step, getattr(self.stats, step) + spent)
         self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = transaction.last_offset
         self.incarnation.committed = transaction.last_offset + 1

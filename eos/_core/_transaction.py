@@ -63,6 +63,8 @@ class Transaction:
         self.dead_letters = 0
         #: bytes of the input this transaction holds for a redo (Arrow)
         self.input_bytes = 0
+        #: seconds of the commit's steps, by PartitionStats field (7b-7d)
+        self.steps: dict[str, float] = {}
         if config.exactly_once and not producer.in_transaction:  # else: opened by the fence check
             producer.begin_transaction(log)
 
@@ -94,19 +96,25 @@ class Transaction:
             self.state.produce_changelog(self.producer.records)
         _crash.abort_point("before_commit")
         # 7b. Flush and check every delivery report.
+        t = time.monotonic()
         self.producer.records.flush_and_check(self.scope.topic, self.scope.partition)
+        self.steps["flush_seconds"] = time.monotonic() - t
         _crash.point("after_produce")  # F2
         if self.config.exactly_once:
             # 7c. The input offset joins the transaction, with its witnesses.
             next_offset, stamp = self.offset_record(self.producer.records.take_witnesses())
+            t = time.monotonic()
             self.producer.send_offsets(
                 [(self.scope.topic, self.scope.partition, next_offset, stamp)],
                 _offsets.group_metadata(self.config),
                 self.log,
             )
+            self.steps["send_offsets_seconds"] = time.monotonic() - t
             _crash.point("after_send_offsets")  # F3
             # 7d. Outputs and offset become visible together.
+            t = time.monotonic()
             self.producer.commit_transaction(self.log)
+            self.steps["end_seconds"] = time.monotonic() - t
             # Seen committed by this worker: a task of it that starts from this offset need not read the
             # witnesses back.
             _pool.proven(self.scope.transactional_id, stamp)

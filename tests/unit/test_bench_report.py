@@ -141,3 +141,30 @@ def test_batch_point_reads_a_progress_object_or_its_dict():
     as_dict = {"batchId": 3, "numInputRows": 20, "durationMs": {"addBatch": 7, "triggerExecution": 9}}
     expected = {"batch": 3, "rows": 20, "addBatch": 7, "triggerExecution": 9}
     assert report.batch_point(Progress()) == expected == report.batch_point(as_dict)
+
+
+def test_batch_steps_leave_out_the_first_batch_and_take_medians_per_step():
+    history = [
+        {"seconds": 2.0, "producers_replaced": 4, "steps": {"seconds": 900.0, "init_seconds": 400.0}},
+        {"seconds": 0.2, "producers_replaced": 0, "steps": {"seconds": 100.0, "init_seconds": 0.0}},
+        {"seconds": 0.4, "producers_replaced": 2, "steps": {"seconds": 300.0, "init_seconds": 40.0}},
+        {"seconds": 0.3, "producers_replaced": 1, "steps": {"seconds": 200.0, "init_seconds": 20.0}},
+    ]
+    for i, summary in enumerate(history):
+        summary["driver"] = {"job_ms": 100.0 * (i + 1), "lineage_ms": 10.0}
+    steps = report.batch_steps(history)
+    assert steps["sink_ms_per_batch"] == 300.0
+    assert steps["producers_replaced_per_batch"] == 1
+    assert steps["producers_replaced"] == 7  # the first batch's count included
+    assert steps["steps_ms_per_batch"] == {"seconds": 200.0, "init_seconds": 20.0}
+    assert steps["driver_ms_per_batch"] == {"job_ms": 300.0, "lineage_ms": 10.0}
+    table = report.steps_table({"eos_exactly_once": [steps], "spark_kafka_sink": [{"records_per_s": 1.0}]})
+    assert "| eos_exactly_once | 300.0 | - | - | 10.0 | 300.0 | 1.0 | 200.0 | - | 20.0 |" in table
+    assert "spark_kafka_sink" not in table
+
+
+def test_every_step_of_the_report_is_a_partition_figure_the_tasks_return():
+    from eos._core._stats import STATS_SCHEMA, STEPS
+
+    assert [name for name, _ in report.STEP_LABELS] == list(STEPS)
+    assert set(STEPS) <= set(STATS_SCHEMA.names)
