@@ -354,6 +354,7 @@ def batch_steps(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "sink_ms_per_batch": median(1000 * b["seconds"] for b in batches),
         "producers_replaced_per_batch": median(b.get("producers_replaced", 0) for b in batches),
         "producers_replaced": sum(b.get("producers_replaced", 0) for b in history),
+        "producers_created_per_batch": median(b.get("producers_created", 0) for b in batches),
         "steps_ms_per_batch": {name: median(values) for name, values in steps.items()},
         "driver_ms_per_batch": {name: median(values) for name, values in driver.items()},
     }
@@ -395,18 +396,19 @@ def steps_table(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         "",
         "| row | sink ms | "
         + " | ".join(f"driver {label}" for _, label in DRIVER_LABELS)
-        + " | producers replaced | "
+        + " | producers created | producers replaced | "
         + " | ".join(label for _, label in STEP_LABELS)
         + " |",
-        "|---|" + "---:|" * (2 + len(DRIVER_LABELS) + len(names)),
+        "|---|" + "---:|" * (3 + len(DRIVER_LABELS) + len(names)),
     ]
     for row, rr in rows.items():
         sink = median(r.get("sink_ms_per_batch") for r in rr)
+        created = median(r.get("producers_created_per_batch") for r in rr)
         replaced = median(r.get("producers_replaced_per_batch") for r in rr)
         driver = [median((r.get("driver_ms_per_batch") or {}).get(n) for r in rr) for n, _ in DRIVER_LABELS]
         cells = (
             driver
-            + [replaced]
+            + [created, replaced]
             + [median((r.get("steps_ms_per_batch") or {}).get(n) for r in rr) for n in names]
         )
         lines.append(f"| {row} | {fmt_num(sink)} | " + " | ".join(fmt_num(c) for c in cells) + " |")

@@ -60,6 +60,8 @@ class BatchSummary:
     aborted: int
     redos: int
     producers_replaced: int
+    #: fresh producers tasks started with (no kept one in their worker for the partition)
+    producers_created: int
     restored: int
     commit_ms_max: float
     seconds: float

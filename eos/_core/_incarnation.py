@@ -43,6 +43,7 @@ class Incarnation:
         tid = self.scope.transactional_id
         if reuse:
             self.producer, self.reused = _pool.acquire(self.config, tid)
+            self.stats.producers_created += not self.reused
         else:
             self.producer, self.reused = _producer.OutputProducer(self.config, tid), False
         if self.config.exactly_once and not self.producer.initialized:

@@ -22,6 +22,9 @@ class PartitionStats:
     aborted: int = 0
     redos: int = 0
     producers_replaced: int = 0
+    #: fresh producers a task started with: this worker kept none for the transactional.id (its first
+    #: task here, or the partition's last task ran in another worker)
+    producers_created: int = 0
     commit_seconds_max: float = 0.0
     commit_seconds_total: float = 0.0
     first_offset: int | None = None

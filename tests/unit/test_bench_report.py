@@ -159,7 +159,7 @@ def test_batch_steps_leave_out_the_first_batch_and_take_medians_per_step():
     assert steps["steps_ms_per_batch"] == {"seconds": 200.0, "init_seconds": 20.0}
     assert steps["driver_ms_per_batch"] == {"job_ms": 300.0, "lineage_ms": 10.0}
     table = report.steps_table({"eos_exactly_once": [steps], "spark_kafka_sink": [{"records_per_s": 1.0}]})
-    assert "| eos_exactly_once | 300.0 | - | - | 10.0 | 300.0 | 1.0 | 200.0 | - | 20.0 |" in table
+    assert "| eos_exactly_once | 300.0 | - | - | 10.0 | 300.0 | 0.0 | 1.0 | 200.0 | - | 20.0 |" in table
     assert "spark_kafka_sink" not in table
 
 

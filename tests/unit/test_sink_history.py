@@ -31,6 +31,7 @@ def stats(batch_id: int, partitions: int = 4) -> list[dict]:
             "aborted": 0,
             "redos": 0,
             "producers_replaced": 0,
+            "producers_created": 0,
             "commit_seconds_max": 0.01,
             "commit_seconds_total": 0.01,
             "first_offset": batch_id * 1_000,
