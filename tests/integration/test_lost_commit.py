@@ -182,10 +182,9 @@ def test_a_part_committed_by_a_transaction_aborted_on_one_partition_stops_the_re
     """input_mode="any": part 1 of batch 0 is committed with a witness the broker aborted (made as above);
     the re-run of batch 0 must not count the part as written: CommitLostError naming batch and part,
     before anything of it is skipped or written."""
-    from test_any_dataframe import _fail_part_0_while
-
     from eos._core import _parts
     from tests.support.aggregates import any_config, start_counts
+    from tests.support.faults import fail_part_0_while
 
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 4)
@@ -196,7 +195,7 @@ def test_a_part_committed_by_a_transaction_aborted_on_one_partition_stops_the_re
     config = any_config(bootstrap, names("app"), output_topic=output, parts=4)
 
     def run():
-        sink = eos.sink(config, process_batch=_fail_part_0_while(str(marker)))
+        sink = eos.sink(config, process_batch=fail_part_0_while(str(marker)))
         start_counts(spark, config, source, tmp_path / "ckpt", sink=sink).awaitTermination()
 
     with pytest.raises(Exception, match="part 0 fails"):
