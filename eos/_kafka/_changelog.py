@@ -27,11 +27,12 @@ if TYPE_CHECKING:  # the store above this layer, handed in: the restore loop onl
     from eos.state._sqlite import PartitionStore
 
 _RESTORE_BATCH = 10_000
-#: How long one consume() of a restore waits. librdkafka's consume returns when it has _RESTORE_BATCH
-#: messages or when this runs out, whichever comes first, even when all it has is the partition-end event
-#: the loop is waiting for: the usual roll-forward over one commit marker takes the whole wait (at 0.5 s,
-#: most of a stateful task: docs/design.md, "The restore's consume() wait"). A backlog fills the batch
-#: at once.
+#: How long one consume() of a restore waits. librdkafka's consume returns when it has the messages it
+#: was asked for or when this runs out, whichever comes first, even when all it has is the partition-end
+#: event the loop is waiting for; so the loop asks for no more than the offsets left to read (records,
+#: commit markers and the end event all count): the usual roll-forward over one commit marker then
+#: returns with the end event instead of waiting this out (docs/design.md, "The restore's consume()
+#: wait"). A backlog fills a batch at once.
 _CONSUME_WAIT_S = 0.02
 _PROGRESS_EVERY_S = 2.0
 #: the broker's default delete.retention.ms, where a changelog's configs do not say
@@ -203,7 +204,7 @@ def restore(
                 )
             before = position
             with _translate.translating(where):
-                messages = consumer.consume(_RESTORE_BATCH, timeout=_CONSUME_WAIT_S)
+                messages = consumer.consume(min(_RESTORE_BATCH, high - position), timeout=_CONSUME_WAIT_S)
             for msg in messages:
                 err = msg.error()
                 if err is not None:
