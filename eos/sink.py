@@ -135,8 +135,6 @@ class Sink:
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
-        #: the current batch's driver figures (BatchSummary.driver)
-        self._driver: dict[str, float] = {}
         self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -163,7 +161,7 @@ class Sink:
         started = time.monotonic()
         has_process = self.functions.any
         layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
-        self._driver = {"layout_ms": _ms_since(started)}
+        driver = {"layout_ms": _ms_since(started)}  # BatchSummary.driver
         mark = time.monotonic()
         check_output_topic(self.config, self.log)  # 2
         if self.config.exactly_once and not self._cluster_checked:
@@ -172,14 +170,14 @@ class Sink:
         if self.config.metrics_port is not None and not self._metrics:
             _metrics.enable(self.config)  # where the sink runs (the Connect server under Spark Connect)
             self._metrics = True
-        self._driver["topics_ms"] = _ms_since(mark)
+        driver["topics_ms"] = _ms_since(mark)
         if self.config.input_mode == "any":
-            self._write_parts(batch_df, batch_id, layout, columns, started)
+            self._write_parts(batch_df, batch_id, layout, columns, started, driver)
             return
         mark = time.monotonic()
         lineage = _partitioning.lineage(batch_df)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
-        self._driver["lineage_ms"] = _ms_since(mark)
+        driver["lineage_ms"] = _ms_since(mark)
         mark = time.monotonic()
         stats = None
         if lineage is None and not self._regroup_unseen:  # Spark Connect
@@ -188,8 +186,8 @@ class Sink:
             stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
         else:
             regrouped = False
-        self._driver["job_ms"] = _ms_since(mark)
-        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped))  # 5
+        driver["job_ms"] = _ms_since(mark)
+        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver))  # 5
 
     def _write_as_read(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], provenance: Provenance
@@ -253,7 +251,13 @@ class Sink:
         return [row.asDict() for row in rows]
 
     def _write_parts(
-        self, batch_df, batch_id: int, layout: Layout, columns: list[str], started: float
+        self,
+        batch_df,
+        batch_id: int,
+        layout: Layout,
+        columns: list[str],
+        started: float,
+        driver: dict[str, float],
     ) -> None:
         """input_mode "any": P0-P3 of docs/protocol.md (`eos._core._parts`)."""
         _topics.ensure_parts_topic(self.config)  # asks the broker once per process
@@ -270,7 +274,8 @@ class Sink:
         )
         rows = placed.mapInArrow(partial(_run_parts, job), STATS_DDL).collect()  # P2
         stats = [row.asDict() for row in rows]
-        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped=True))  # P3
+        seconds = time.monotonic() - started
+        self._record(self._summarize(batch_id, stats, seconds, regrouped=True, driver=driver))  # P3
 
     def _placement(self, batch_id: int, columns: list[str], key: str | None) -> _parts.Placement:
         """P0: the placement of batch `batch_id`'s first run where it committed parts (a re-run places
@@ -324,7 +329,12 @@ class Sink:
             self.on_batch(summary)
 
     def _summarize(
-        self, batch_id: int, stats: list[dict[str, Any]], seconds: float, regrouped: bool = True
+        self,
+        batch_id: int,
+        stats: list[dict[str, Any]],
+        seconds: float,
+        regrouped: bool = True,
+        driver: dict[str, float] | None = None,
     ) -> BatchSummary:
         return BatchSummary(
             batch_id=batch_id,
@@ -336,7 +346,7 @@ class Sink:
             per_partition=tuple(stats),
             regrouped=regrouped,
             steps=steps(stats),
-            driver=dict(self._driver),
+            driver=driver or {},
         )
 
 

@@ -103,10 +103,15 @@ class Placement:
     @classmethod
     def of(cls, config: Config, key: str | None) -> Placement:
         """The placement `config` asks for, for a batch with (`key`) or without a key column."""
-        if config.part_columns:
-            columns = [c.strip() for c in config.part_columns.split(",") if c.strip()]
-            return cls(config.parts, "columns:" + ",".join(columns))
-        return cls(config.parts, "key" if key else "content")
+        return cls.chosen(config.parts, (config.part_columns or "").split(","), key)
+
+    @classmethod
+    def chosen(cls, parts: int, columns: Iterable[str], key: str | None) -> Placement:
+        """`parts` parts by `columns` where any are named, else by the key column, else by content."""
+        named = [c.strip() for c in columns if c.strip()]
+        if named:
+            return cls(parts, "columns:" + ",".join(named))
+        return cls(parts, "key" if key else "content")
 
     @property
     def columns(self) -> list[str]:
@@ -334,9 +339,10 @@ class PartTask:
                 batch_id=self.job.batch_id,
                 part=self.part,
             )
-        if progress.batch_id == self.job.batch_id and not _same(progress.placement, self.job.recorded):
+        first = progress.placement
+        if progress.batch_id == self.job.batch_id and not same_placement(first, self.job.recorded):
             raise NondeterministicBatchError(
-                f"{self.where()}: the batch's first run committed it placed {progress.placement.describe()},"
+                f"{self.where()}: the batch's first run committed it placed {first.describe()},"
                 f" this run places it {self.job.recorded.describe()}: a batch's re-run must keep its"
                 " placement (the sink does, reading it before any part writes). Nothing was written for"
                 " this part.",
@@ -500,7 +506,7 @@ def _with_rows(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
     return batch.append_column(ROW_COLUMN, rows)
 
 
-def _same(first: Placement, this: Placement) -> bool:
+def same_placement(first: Placement, this: Placement) -> bool:
     """Whether `this` run places rows as `first` did (a placement recorded before `by` was: by parts)."""
     return first.parts == this.parts and (first.by is None or this.by is None or first.by == this.by)
 

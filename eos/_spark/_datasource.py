@@ -223,12 +223,12 @@ def _placed(schema, options: Mapping[str, str], config: Config) -> _parts.Placem
             " were split, so unplaced, a re-run split otherwise (a file source restarted on more cores)"
             " would write rows its first run committed. Nothing was written."
         )
-    given = {key.lower(): value for key, value in options.items()}.get("eos.parts")
-    if given is not None and str(given).strip() != str(placement.parts):
+    given = any(key.lower() == "eos.parts" for key in options)  # settings_of parsed it into config.parts
+    if given and config.parts != placement.parts:
         raise ConfigError(
             "eos.parts",
-            f"is {given!r}, but eos.place placed the rows in {placement.parts} parts: the placement decides"
-            " (drop the option, or place in as many parts)",
+            f"is {config.parts}, but eos.place placed the rows in {placement.parts} parts: the placement"
+            " decides (drop the option, or place in as many parts)",
         )
     return placement
 
@@ -294,7 +294,7 @@ class _Writer(*_WRITER_BASES):
                 part=spark_partition,
             )
         first = _parts.batch_placement(self.settings.config, batch_id)
-        if first is not None and first != placement:
+        if first is not None and not _parts.same_placement(first, placement):
             raise NondeterministicBatchError(
                 f"batch {batch_id} was first run placed {first.describe()}, and some of its parts are"
                 f" committed; this run places it {placement.describe()}. Place it as its first run did"

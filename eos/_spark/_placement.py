@@ -26,19 +26,14 @@ def place(df, parts: int, part_columns: list[str] | None = None):
         raise ConfigError(
             "parts", f"the DataFrame already has {', '.join(own)}: it was placed already (place it once)"
         )
-    chosen = [c.strip() for c in part_columns or [] if c.strip()]
-    unknown = [c for c in chosen if c not in columns]
+    key = "key" if "key" in columns else None
+    placement = Placement.chosen(parts, part_columns or [], key)
+    unknown = [c for c in placement.columns if c not in columns]
     if unknown:
         raise ConfigError(
             "part_columns",
             f"names {', '.join(map(repr, unknown))}, not a column of the DataFrame ({', '.join(columns)})",
         )
-    key = "key" if "key" in columns else None
-    placement = (
-        Placement(parts, "columns:" + ",".join(chosen))
-        if chosen
-        else Placement(parts, "key" if key else "content")
-    )
     return place_batch(df, columns, key, placement)
 
 
