@@ -229,6 +229,7 @@ class PartitionTask:
                 self.transaction = self.incarnation.begin()
                 try:
                     self.writer.write(row, self.transaction, may_stop=False)
+                    self.transaction.send_state()  # its store writes too: the changelog may refuse them
                     self.incarnation.producer.records.flush_and_check(self.topic, self.partition)
                 except ProduceError as alone:
                     self._abort(alone)

@@ -88,12 +88,15 @@ class Transaction:
             or (self.state is not None and self.state.pending_keys() >= self.config.state_buffer_max_keys)
         )
 
+    def send_state(self) -> None:
+        """7a. The state's open writes to the changelogs."""
+        if self.state is not None:
+            self.state.produce_changelog(self.producer.records)
+
     def commit(self) -> float:
         """Run the steps in the module docstring; returns the seconds they took."""
         t0 = time.monotonic()
-        # 7a. State writes to the changelogs.
-        if self.state is not None:
-            self.state.produce_changelog(self.producer.records)
+        self.send_state()
         _crash.abort_point("before_commit")
         # 7b. Flush and check every delivery report.
         t = time.monotonic()

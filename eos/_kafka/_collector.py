@@ -9,14 +9,15 @@ the transaction's witnesses (each partition's last delivered offset, for the off
 of the transaction was not delivered. at_least_once has no transaction to fail, so one shared callback
 records whether something failed (`DeliveryFailedError` at the flush). Either way the task aborts and
 redoes the transaction with `exact` set, where every output carries its input offset and a refusal
-names the record. Changelog records (`track`) always carry theirs, and their delivered offsets are kept.
+names the record. Changelog records keep their partitions' delivered offsets (where a store's checkpoint
+points), and in a redo each carries its input offset.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from itertools import repeat
 
@@ -84,11 +85,8 @@ class RecordCollector:
             else None
         )
 
-    def produce(
-        self, out: Output, topic: str, in_topic: str, in_partition: int, in_offset: int, track: bool = False
-    ) -> None:
-        """One output record of the input record at `in_offset` (`process` outputs, changelog records).
-        `track`: keep its delivered offset (changelogs)."""
+    def produce(self, out: Output, topic: str, in_topic: str, in_partition: int, in_offset: int) -> None:
+        """One output record of the input record at `in_offset` (`process` outputs, dead letters)."""
         try:
             value = to_bytes("value", out.value)
             key = to_bytes("key", out.key)
@@ -99,9 +97,7 @@ class RecordCollector:
             ) from exc
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, in_offset)
-        if track:
-            callback = partial(self._on_tracked_report, in_offset)
-        elif self.exact:
+        if self.exact:
             callback = partial(self._on_exact_report, in_offset)
         else:
             callback = self._fast_callback
@@ -110,6 +106,34 @@ class RecordCollector:
         self._sent += 1
         if self._sent % _POLL_EVERY == 0:
             self.serve(f"producing to {topic!r}", 0)
+
+    def produce_changelog(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[tuple[bytes, bytes | None, list[tuple[str, bytes]], int]],
+        in_topic: str,
+        in_partition: int,
+    ) -> None:
+        """A store's open writes to its changelog partition: (key, value, headers, input offset), keys
+        and values bytes already (the store's serdes made them). `produce()` per record with its own
+        delivery callback cost ~6 µs a write (docs/design.md, "Changelog writes"); here one shared
+        callback keeps the changelog's delivered offset, and a failed delivery, known only as such, is
+        named by the record-by-record redo (`exact`), which tracks each record's input offset."""
+        if topic not in self._known_topics:
+            self._check_topic(topic, in_topic, in_partition, -1)
+        send, exact, serve = self._send, self.exact, self.serve
+        callback = self._on_changelog_report
+        what = f"producing to {topic!r}"
+        sent = self._sent
+        for key, value, headers, in_offset in records:
+            if exact:
+                callback = partial(self._on_tracked_report, in_offset)
+            send(topic, value, key, partition, callback, headers, in_topic, in_partition, None, in_offset)
+            sent += 1
+            if sent % _POLL_EVERY == 0:
+                serve(what, 0)
+        self._sent = sent
 
     def produce_outputs(self, outputs: Outputs, in_topic: str, in_partition: int) -> int:
         """Every record of `outputs`, in order; returns how many. The hot loop of pass-through batches."""
@@ -321,6 +345,15 @@ class RecordCollector:
         self.witnesses[key] = msg.offset()
         if msg.offset() > self.delivered_offsets.get(key, -1):
             self.delivered_offsets[key] = msg.offset()
+
+    def _on_changelog_report(self, err: KafkaError | None, msg) -> None:
+        if err is not None:
+            if self._failure is None:
+                self._failure = (err, msg.topic(), None)
+            return
+        key = (msg.topic(), msg.partition())
+        # One partition's reports come in offset order: the last one seen is the highest.
+        self.witnesses[key] = self.delivered_offsets[key] = msg.offset()
 
     def _failed(self, err: KafkaError, msg, in_offset: int) -> None:
         """Keep the first failure, and the input offsets whose outputs failed with the same error: a

@@ -34,13 +34,12 @@ checkpoint file.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from eos import _names
 from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
-from eos.records import Output
 from eos.state._api import State, Store, StoreSpec
 from eos.state._sqlite import PartitionStore
 
@@ -52,8 +51,13 @@ class ChangelogRecords(Protocol):
 
     delivered_offsets: Mapping[tuple[str, int], int]
 
-    def produce(
-        self, out: Output, topic: str, in_topic: str, in_partition: int, in_offset: int, track: bool = False
+    def produce_changelog(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[tuple[bytes, bytes | None, list[tuple[str, bytes]], int]],
+        in_topic: str,
+        in_partition: int,
     ) -> None: ...
 
 
@@ -173,12 +177,13 @@ class PartitionState:
         """Send the open transaction's writes to the changelogs (inside the transaction in exactly_once)."""
         topic, partition = self.scope.topic, self.scope.partition
         for name, store in self.stores.items():
-            changelog = self.changelogs[name]
             owner = (_names.OWNER_HEADER, self.owners[name])
-            for key, value, input_offset in store.changes():
-                header = [(_names.INPUT_OFFSET_HEADER, str(input_offset).encode()), owner]
-                out = Output(value, key, header, partition=partition)
-                records.produce(out, changelog, topic, partition, input_offset, track=True)
+            header = _names.INPUT_OFFSET_HEADER
+            writes = (
+                (key, value, [(header, str(input_offset).encode()), owner], input_offset)
+                for key, value, input_offset in store.changes()
+            )
+            records.produce_changelog(self.changelogs[name], partition, writes, topic, partition)
 
     # -- after commit ---------------------------------------------------------------------------------
 

@@ -224,6 +224,59 @@ def test_a_record_the_broker_refuses_is_named_and_nothing_is_visible(spark, boot
     assert group_offsets(config, source, 1) == {0: 0}  # where eos.read_stream started it: unchanged
 
 
+def test_a_changelog_record_the_broker_refuses_is_named_and_nothing_is_visible(
+    spark, bootstrap, names, tmp_path
+):
+    """The same, for a store's write: the changelog takes record batches of at most 100,000 bytes and
+    one input record's value, kept in the store, is 200,000 (the others' 50). Changelog writes share
+    one delivery callback, which knows only that a delivery failed; the record-by-record redo must still
+    name the input record, and its isolation must send each suspect's store writes too."""
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    changelog = f"{app_id}-{source}-last-changelog"
+    testing.create_topic(
+        bootstrap, changelog, 1, config={"cleanup.policy": "compact", "max.message.bytes": "100000"}
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(40):
+        producer.produce(source, b"x" * (200_000 if i == 25 else 50), b"k%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    def keep_last(row, state):
+        state.store("last").put(row.key, row.value)
+        return row.key
+
+    config = _stateful(bootstrap, app_id, output, tmp_path / "state")
+    sink = eos.sink(config, keep_last, stores={"last": "bytes"})
+    with pytest.raises(Exception, match="ProduceError") as info:
+        run_query(spark, config, [source], tmp_path / "ckpt", sink=sink)
+    message = str(info.value)
+    assert f"input record {source}/0@25" in message, message[-2000:]
+    assert "too large" in message.lower()
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == [] and hanging == []
+    # a compacted topic takes no marker (it has no key): read up to the end instead
+    assert testing.read_topic(bootstrap, changelog) == ([], [])
+    assert group_offsets(config, source, 1) == {0: 0}
+
+    # With dead letters on, that record alone is one, and every other one's output and state land once.
+    dlq = names("dlq")
+    testing.create_topic(bootstrap, dlq, 1)
+    config = _stateful(
+        bootstrap, app_id, output, tmp_path / "state", on_error="dead_letter", dead_letter_topic=dlq
+    )
+    sink = eos.sink(config, keep_last, stores={"last": "bytes"})
+    run_query(spark, config, [source], tmp_path / "ckpt", sink=sink)
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert [r.value for r in records] == [b"k%d" % i for i in range(40) if i != 25] and hanging == []
+    dead, _ = testing.read_topic(bootstrap, dlq, marker=testing.write_markers(bootstrap, dlq))
+    assert len(dead) == 1 and dead[0].key == b"k25", dead
+    kept, _ = testing.read_topic(bootstrap, changelog)
+    assert sorted(r.key for r in kept) == sorted(b"k%d" % i for i in range(40) if i != 25)
+    assert group_offsets(config, source, 1) == {0: 40}
+
+
 # -- a process slower than the transaction may be open ---------------------------------------------
 
 

@@ -147,7 +147,7 @@ class Produced(NamedTuple):
     in_topic: str
     in_partition: int
     in_offset: int
-    track: bool
+    changelog: bool
 
 
 class FakeKafka:
@@ -281,10 +281,16 @@ class FakeRecords:
         self.batch_refusal = False
         self.delivered_offsets: dict[tuple[str, int], int] = {}
 
-    def produce(self, out: Output, topic, in_topic, in_partition, in_offset, track=False) -> None:
+    def produce(self, out: Output, topic, in_topic, in_partition, in_offset, changelog=False) -> None:
         self.producer.step("produce", self.producer.fail_at_offset.get(in_offset))
-        self.producer.kafka.produced.append(Produced(topic, out, in_topic, in_partition, in_offset, track))
+        produced = Produced(topic, out, in_topic, in_partition, in_offset, changelog)
+        self.producer.kafka.produced.append(produced)
         self.producer.write((topic, out.value, in_offset))
+
+    def produce_changelog(self, topic, partition, records, in_topic, in_partition) -> None:
+        for key, value, headers, in_offset in records:
+            out = Output(value, key, headers, partition=partition)
+            self.produce(out, topic, in_topic, in_partition, in_offset, changelog=True)
 
     def produce_outputs(self, outputs, in_topic, in_partition) -> int:
         for i, value in enumerate(_collector._listed(outputs.values)):
