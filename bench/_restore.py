@@ -1,6 +1,6 @@
 """The changelog restore rate, measured after the rounds: a store of `--restore-keys` keys rebuilt from
-its changelog into an empty state directory, in each state mode. No Spark: eos's own PartitionState,
-opened in this process."""
+its changelog into an empty state directory, with each state store in each state mode. No Spark: eos's
+own PartitionState, opened in this process."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def restore(bench: Bench) -> dict:
     """A store of `restore_keys` keys rebuilt from its changelog into an empty state directory,
-    per state mode, interleaved."""
+    per state store and state mode, interleaved."""
     from eos._core._scope import PartitionScope
     from eos._kafka._changelog import ensure_changelog
     from eos._log import get_logger
@@ -59,11 +59,15 @@ def restore(bench: Bench) -> dict:
                     producer.poll(0.05)
         producer.commit_transaction(60)
     log(f"restore: changelog of {keys:,} keys written in {time.perf_counter() - t0:.1f}s")
-    modes: dict[str, list[float]] = {"wipe": [], "transactional": []}
+    # per state_store and state_mode, interleaved
+    modes: dict[str, list[float]] = {
+        f"{store} {mode}": [] for store in ("rocksdb", "sqlite") for mode in ("wipe", "transactional")
+    }
     for _ in range(bench.args.runs):
         for mode in modes:
-            state_dir = bench.work / f"restore-{mode}-{uuid.uuid4().hex[:6]}"
-            config = attrs.evolve(base, state_mode=mode, state_dir=str(state_dir))
+            store, state_mode = mode.split()
+            state_dir = bench.work / f"restore-{store}-{state_mode}-{uuid.uuid4().hex[:6]}"
+            config = attrs.evolve(base, state_mode=state_mode, state_store=store, state_dir=str(state_dir))
             state = PartitionState(
                 PartitionScope(config, source, 0, 0, None, get_logger(bench="restore")),
                 {"big": eos.StoreSpec()},

@@ -246,6 +246,20 @@ class Bench:
     def row_eos_exactly_once_stateful_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_stateful_batch", out, "exactly_once", stateful="batch")
 
+    def row_eos_exactly_once_stateful_rocksdb(self, out: str) -> dict:
+        return self._eos_row(
+            "eos_exactly_once_stateful_rocksdb", out, "exactly_once", stateful="rows", state_store="rocksdb"
+        )
+
+    def row_eos_exactly_once_stateful_batch_rocksdb(self, out: str) -> dict:
+        return self._eos_row(
+            "eos_exactly_once_stateful_batch_rocksdb",
+            out,
+            "exactly_once",
+            stateful="batch",
+            state_store="rocksdb",
+        )
+
     def row_eos_exactly_once_connect(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_connect", out, "exactly_once", connect=True)
 

@@ -28,7 +28,7 @@ from eos._core._arrow import Layout
 from eos._core._job import Functions, Job
 from eos._core._task import run_partition
 from eos._kafka import _changelog
-from eos.state import _partition, _sqlite
+from eos.state import _partition, _store
 from examples.pipeline import count_per_key_batch
 
 #: what is timed: (owner, attribute, label)
@@ -37,9 +37,9 @@ TIMED = (
     (_changelog, "topic_id", "changelog topic id"),
     (_changelog, "bounds", "changelog bounds"),
     (_changelog, "restore", "restore"),
-    (_sqlite.PartitionStore, "open", "store open"),
-    (_sqlite.PartitionStore, "read_checkpoint", "checkpoint read"),
-    (_sqlite.PartitionStore, "write_checkpoint", "checkpoint write"),
+    (_store.PartitionStore, "open", "store open"),
+    (_store.PartitionStore, "read_checkpoint", "checkpoint read"),
+    (_store.PartitionStore, "write_checkpoint", "checkpoint write"),
     (_partition.PartitionState, "produce_changelog", "changelog produce"),
     (_partition.PartitionState, "on_commit", "store commit"),
 )
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--rows", type=int, default=50_000, help="per batch")
     parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--store", default="rocksdb", choices=("rocksdb", "sqlite"), help="state_store")
     args = parser.parse_args()
     run = uuid.uuid4().hex[:6]
     source, output = f"state-cost-in-{run}", f"state-cost-out-{run}"
@@ -92,6 +93,7 @@ def main() -> None:
             output_topic=output,
             processing_guarantee="exactly_once",
             state_dir=state_dir,
+            state_store=args.store,
             commit_every=10 * args.rows,
         )
         functions = Functions(process_batch=count_per_key_batch, stores={"counts": eos.StoreSpec()})

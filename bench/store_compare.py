@@ -1,7 +1,7 @@
-"""Side-by-side comparison of the two embedded store candidates for eos state (SQLite, RocksDB via
-rocksdict), in one run: running-count updates committed every N keys, point reads, and a bulk
-restore load. Prints ops/s and the SQLite/RocksDB ratio of each. rocksdict is not an eos dependency:
-`pip install rocksdict` to run this.
+"""Side-by-side comparison of the two embedded stores eos's state can use (SQLite, RocksDB via
+rocksdict), raw, in one run: running-count updates committed every N keys, point reads, and a bulk
+restore load. Prints ops/s and the SQLite/RocksDB ratio of each. eos's own stores over them:
+`bench.state_step_cost --store`, and `make bench`'s rows 4s/4bs and restore rows.
 
     python bench/store_compare.py [--keys 100000] [--rounds 3]
 """

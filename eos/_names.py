@@ -16,7 +16,8 @@ and for part `i` of a batch without Kafka input coordinates (input_mode "any"):
                                                       i's progress as a committed offset of group app
 
 On disk, under `state_dir`:
-    <state_dir>/<app>/<t>-<p>/<store>.sqlite (+ -wal, -shm)   the local store (SQLite, WAL mode)
+    <state_dir>/<app>/<t>-<p>/<store>.rocksdb/                the local store (state_store "rocksdb")
+    <state_dir>/<app>/<t>-<p>/<store>.sqlite (+ -wal, -shm)   the local store (state_store "sqlite")
     <state_dir>/<app>/<t>-<p>/<store>.checkpoint               {"changelog_offset": N, "changelog_id":
                                                                 topic id, "written_at": epoch s}: the store
                                                                 is clean and reflects that changelog up to N
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
+import shutil
 from pathlib import Path
 
 import attrs
@@ -87,12 +88,12 @@ def changelog_owner(app_id: str, input_topic: str, store: str) -> bytes:
 
 # -- on disk ----------------------------------------------------------------------------------------
 
-DATABASE = ".sqlite"
+SQLITE = ".sqlite"
+ROCKSDB = ".rocksdb"
 CHECKPOINT = ".checkpoint"
 LOCK = ".lock"
-#: the files a store is made of, as a wipe deletes them: the checkpoint first (from then on the store
-#: is unclean whatever happens next), then the database with SQLite's WAL files
-WIPED_SUFFIXES = (CHECKPOINT, CHECKPOINT + ".tmp", DATABASE, DATABASE + "-wal", DATABASE + "-shm")
+#: the files of a store's data, either backend's (SQLite's with its WAL files; RocksDB's directory)
+_DATA_SUFFIXES = (SQLITE, SQLITE + "-wal", SQLITE + "-shm", ROCKSDB)
 
 
 def app_dir(state_dir: str | Path, app_id: str) -> Path:
@@ -120,11 +121,24 @@ def store_file(directory: Path, store: str, suffix: str) -> Path:
     return directory / f"{store}{suffix}"
 
 
+def remove_store_data(directory: Path, store: str) -> None:
+    """Delete a store's checkpoint first (from then on the store is unclean whatever happens next),
+    then its data, whichever backend wrote it."""
+    for suffix in (CHECKPOINT, CHECKPOINT + ".tmp"):
+        store_file(directory, store, suffix).unlink(missing_ok=True)
+    for suffix in _DATA_SUFFIXES:
+        path = store_file(directory, store, suffix)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def store_names(directory: Path) -> list[str]:
     """The stores that have a file in a partition directory."""
     names = set()
     for entry in directory.iterdir():
-        for suffix in (DATABASE, CHECKPOINT, LOCK):
+        for suffix in (SQLITE, ROCKSDB, CHECKPOINT, LOCK):
             if entry.name.endswith(suffix) and len(entry.name) > len(suffix):
                 names.add(entry.name[: -len(suffix)])
     return sorted(names)
@@ -136,7 +150,7 @@ def store_names(directory: Path) -> list[str]:
 @attrs.frozen
 class StoreCheckpoint:
     """A store's checkpoint file: the store is clean and reflects the changelog whose topic id is
-    `changelog_id` up to `changelog_offset` (the database's meta table holds the offset it reflects),
+    `changelog_id` up to `changelog_offset` (the data holds the offset it reflects, written with it),
     as of `written_at` (epoch seconds)."""
 
     changelog_offset: int
@@ -166,21 +180,3 @@ def write_checkpoint(path: Path, checkpoint: StoreCheckpoint) -> None:
     tmp = path.with_suffix(CHECKPOINT + ".tmp")
     tmp.write_text(json.dumps({k: v for k, v in attrs.asdict(checkpoint).items() if v is not None}))
     os.replace(tmp, path)
-
-
-# -- the SQLite database ----------------------------------------------------------------------------
-
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)",
-)
-#: the changelog offset the database reflects, in the meta table (written in the same SQLite
-#: transaction as the writes that reach it)
-READ_LOCAL_OFFSET = "SELECT value FROM meta WHERE name = 'changelog_offset'"
-WRITE_LOCAL_OFFSET = "INSERT OR REPLACE INTO meta VALUES ('changelog_offset', ?)"
-COUNT_KEYS = "SELECT count(*) FROM kv"
-
-
-def local_offset(db: sqlite3.Connection) -> int | None:
-    row = db.execute(READ_LOCAL_OFFSET).fetchone()
-    return row[0] if row else None

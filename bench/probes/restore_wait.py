@@ -27,7 +27,7 @@ from eos import testing
 from eos._kafka import _changelog
 from eos._log import get_logger
 from eos.config import Config
-from eos.state._sqlite import PartitionStore
+from eos.state._sqlite import SqliteStore as PartitionStore
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""What a store read costs per key (`eos.state._sqlite.PartitionStore`): `get()` that asks SQLite (the
+"""What a store read costs per key (`eos.state._sqlite.SqliteStore`): `get()` that asks SQLite (the
 key not yet read in this task), `get()` answered from the task's cache of committed values, and
 `get_many()` in chunks of 10,000 keys (what `process_batch` reads through). No broker.
 
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench._common import KEYS
-from eos.state._sqlite import PartitionStore
+from eos.state._sqlite import SqliteStore as PartitionStore
 
 CHUNK = 10_000
 

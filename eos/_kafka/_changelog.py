@@ -24,7 +24,7 @@ from eos.config import Config
 from eos.errors import ChangelogError, RetriableError
 
 if TYPE_CHECKING:  # the store above this layer, handed in: the restore loop only writes into it
-    from eos.state._sqlite import PartitionStore
+    from eos.state._store import PartitionStore
 
 _RESTORE_BATCH = 10_000
 #: How long one consume() of a restore waits. librdkafka's consume returns when it has the messages it

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sqlite3
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from eos.cli._base import (
 )
 from eos.cli._broker import Broker
 from eos.config import Config
+from eos.state import _backends
 
 
 @attrs.frozen
@@ -39,20 +39,10 @@ class StoreInfo:
     locked: bool  # a process holds the store's lock: a task of the query is running on this host
 
 
-def read_database(path: Path) -> tuple[int | None, int | None]:
-    """(number of keys, local changelog offset) of a store's SQLite file, opened read-only."""
-    if not path.exists():
-        return None, None
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None, None
-    try:
-        return db.execute(_names.COUNT_KEYS).fetchone()[0], _names.local_offset(db)
-    except sqlite3.Error:
-        return None, None
-    finally:
-        db.close()
+def read_database(directory: Path, name: str) -> tuple[int | None, int | None]:
+    """(number of keys, local changelog offset) of a store's data, read-only (either backend)."""
+    found = _backends.peek(directory, name)
+    return (None, None) if found is None else found[1:]
 
 
 def is_locked(lock_path: Path) -> bool:
@@ -76,7 +66,7 @@ def scan(state_dir: str | Path, app: str) -> list[StoreInfo]:
     out = []
     for topic, partition, directory in _names.partition_dirs(state_dir, app):
         for name in _names.store_names(directory):
-            keys, local = read_database(_names.store_file(directory, name, _names.DATABASE))
+            keys, local = read_database(directory, name)
             checkpoint = _names.read_checkpoint(_names.store_file(directory, name, _names.CHECKPOINT))
             out.append(
                 StoreInfo(
@@ -94,7 +84,7 @@ def scan(state_dir: str | Path, app: str) -> list[StoreInfo]:
 
 
 def wipe(state_dir: str | Path, app: str, topic: str, partition: int, store: str | None) -> list[str]:
-    """Delete the checkpoint file and the SQLite files of the store (all stores of the partition if
+    """Delete the checkpoint file and the data of the store (all stores of the partition if
     `store` is None), holding each store's lock meanwhile; the next run finds no checkpoint, so it
     restores the store from its changelog. Returns the wiped stores' names."""
     root = _names.app_dir(state_dir, app)
@@ -124,8 +114,7 @@ def wipe(state_dir: str | Path, app: str, topic: str, partition: int, store: str
                     " (the query is running on this host): stop it first",
                 ) from None
         for name in names:
-            for suffix in _names.WIPED_SUFFIXES:  # the checkpoint first: the store is unclean from then on
-                _names.store_file(directory, name, suffix).unlink(missing_ok=True)
+            _names.remove_store_data(directory, name)
     return names
 
 

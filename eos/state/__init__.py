@@ -21,7 +21,10 @@ The package, in the order a task uses it:
     _partition.py  PartitionState: all stores of one input partition for one task; where recovery is
                    decided (clean / unclean / roll forward) and what a commit or an abort does to them
     _changelog.py  the changelog topics: creation and checks, and the restore loop that reads them
-    _sqlite.py     PartitionStore: one store's SQLite file, lock, checkpoint file and open writes
+    _store.py      PartitionStore: one store's lock, checkpoint file, open writes and read cache
+    _sqlite.py     SqliteStore: its data in a SQLite file (the default `state_store`)
+    _rocksdb.py    RocksStore: its data in RocksDB (the `rocksdb` extra)
+    _backends.py   the backends by name
 The names of topics and files are `eos._names`'s.
 """
 

@@ -24,7 +24,7 @@ class Store:
     def __init__(self, name: str, spec: StoreSpec, backend) -> None:
         self.name = name
         self._spec = spec
-        self._backend = backend  # eos.state._sqlite.PartitionStore
+        self._backend = backend  # eos.state._store.PartitionStore
 
     def _key(self, key: Any) -> bytes:
         if key is None:

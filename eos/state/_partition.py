@@ -41,7 +41,8 @@ from eos import _names
 from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
 from eos.state._api import State, Store, StoreSpec
-from eos.state._sqlite import PartitionStore
+from eos.state._backends import backend
+from eos.state._store import PartitionStore
 
 
 class ChangelogRecords(Protocol):
@@ -69,7 +70,8 @@ class PartitionState:
         config = scope.config
         directory = _names.partition_dir(config.state_dir, config.app_id, scope.topic, scope.partition)
         transactional = config.state_mode == "transactional"
-        self.stores = {name: PartitionStore(directory, name, transactional) for name in specs}
+        store = backend(config.state_store)
+        self.stores = {name: store(directory, name, transactional) for name in specs}
         self.changelogs = {name: _names.changelog_topic(config.app_id, scope.topic, name) for name in specs}
         self.owners = {name: _names.changelog_owner(config.app_id, scope.topic, name) for name in specs}
         self.view = State({name: Store(name, specs[name], self.stores[name]) for name in specs})

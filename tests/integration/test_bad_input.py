@@ -223,9 +223,11 @@ def test_a_record_without_a_key_in_a_keyed_store_says_what_to_do(spark, bootstra
     assert "a key cannot be None" in message and "skip it" in message, message[-2000:]
 
 
-def test_a_damaged_store_file_is_restored_from_the_changelog(spark, bootstrap, names, tmp_path):
-    """Before, SQLite's DatabaseError ("file is not a database") failed every attempt of the task. (What
-    the log says is checked in tests/unit/test_recovery_decisions.py: worker logs do not reach pytest.)"""
+@pytest.mark.parametrize("store", ["sqlite", "rocksdb"])
+def test_a_damaged_store_file_is_restored_from_the_changelog(spark, bootstrap, names, tmp_path, store):
+    """Before, a damaged store (SQLite's "file is not a database", RocksDB's "Corruption") failed every
+    attempt of the task. (What the log says is checked in tests/unit/test_recovery_decisions.py: worker
+    logs do not reach pytest.)"""
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
@@ -237,12 +239,18 @@ def test_a_damaged_store_file_is_restored_from_the_changelog(spark, bootstrap, n
         output_topic=output,
         processing_guarantee="exactly_once",
         state_dir=str(tmp_path / "state"),
+        state_store=store,
     )
     sink = eos.sink(config, count_per_key, {"counts": "json"})
     sink(_batch(spark, bootstrap, source, 0, 100), 0)
-    database = tmp_path / "state" / app_id / f"{source}-0" / "counts.sqlite"
-    with open(database, "r+b") as f:  # the header and first page: a disk or a copy gone wrong
-        f.write(b"\xde\xad" * 2048)
+    # A disk or a copy gone wrong: SQLite's header and first page, RocksDB's manifest (its file list)
+    directory = tmp_path / "state" / app_id / f"{source}-0"
+    if store == "sqlite":
+        with open(directory / "counts.sqlite", "r+b") as f:
+            f.write(b"\xde\xad" * 2048)
+    else:
+        (manifest,) = (directory / "counts.rocksdb").glob("MANIFEST-*")
+        manifest.write_bytes(b"\xde\xad" * 2048)
     sink(_batch(spark, bootstrap, source, 100, 200), 1)
 
     assert sink.last.restored > 0

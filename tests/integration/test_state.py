@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import finish, seed, start_pipeline
 
 from eos import testing
+from eos.state._backends import backend
 from tests.support.counting import changelog_mismatches, expected_final_counts
 from tests.support.summaries import read_summaries
 
@@ -20,27 +20,30 @@ PER_RUN = 1_500  # per partition and run: 2 runs x 4 partitions x 1,500 = 12,000
 FAULTS = "before_produce,after_produce,after_send_offsets,after_commit,during_restore"
 
 
-def _local_state(state_dir: Path, app_id: str, source: str) -> dict[tuple[int, bytes], int]:
+def _local_state(state_dir: Path, app_id: str, source: str, store: str) -> dict[tuple[int, bytes], int]:
     state = {}
     for partition in range(PARTITIONS):
-        db = state_dir / app_id / f"{source}-{partition}" / "counts.sqlite"
-        with sqlite3.connect(db) as conn:
-            for key, value in conn.execute("SELECT k, v FROM kv"):
+        directory = state_dir / app_id / f"{source}-{partition}"
+        with backend(store).peek(directory, "counts") as (items, _):
+            for key, value in items:
                 state[(partition, bytes(key))] = json.loads(value)
     return state
 
 
-def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processing="rows", remote=None):
+def _run_with_faults(
+    bootstrap, names, tmp_path, guarantee, state_mode, processing="rows", remote=None, store="rocksdb"
+):
     """Two runs over the same input topic: the first with every crash point and an injected abort,
     the second after the local state directory was deleted and more input arrived. `processing`:
     "rows" counts with `process` one row at a time, "batch" with `process_batch` per Arrow batch;
-    `remote="local"` runs the pipeline through Spark Connect."""
+    `remote="local"` runs the pipeline through Spark Connect; `store`: the state_store."""
     source, output, sent = seed(bootstrap, names, PER_RUN, PARTITIONS)
     app_id, state_dir, once = names("app"), tmp_path / "state", tmp_path / "once"
     once.mkdir()
     env = {
         "EOS_PROCESSING_GUARANTEE": guarantee,
         "EOS_STATE_MODE": state_mode,
+        "EOS_STATE_STORE": store,
         "EOS_STATE_DIR": str(state_dir),
         "EOS_CRASH_AT": FAULTS,
         "EOS_ABORT_AT": "before_commit",
@@ -73,7 +76,7 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processi
         "result": result,
         "count_mismatches": result.state_mismatches,
         "changelog_state_mismatches": changelog_mismatches(bootstrap, changelog, sent),
-        "local_state": _local_state(state_dir, app_id, source),
+        "local_state": _local_state(state_dir, app_id, source, store),
         "expected_final": expected_final,
         "faults": sorted(p.name for p in once.iterdir()),
         "restored": sum(s["restored"] for s in read_summaries(summaries)),
@@ -83,27 +86,28 @@ def _run_with_faults(bootstrap, names, tmp_path, guarantee, state_mode, processi
 _LONG = pytest.mark.long
 
 
-# `make test` runs every state mode, Spark API and processing style once (two runs); with the `long`
-# runs (`make chaos`) every pair of them is run at least once.
+# `make test` runs every state mode, Spark API, processing style and store backend once (two runs); with
+# the `long` runs (`make chaos`) every pair of them is run at least once.
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("state_mode", "api", "processing"),
+    ("state_mode", "api", "processing", "store"),
     [
-        ("transactional", "classic", "rows"),
-        ("wipe", "connect", "batch"),
-        pytest.param("wipe", "classic", "batch", marks=_LONG),
-        pytest.param("transactional", "connect", "batch", marks=_LONG),
-        pytest.param("wipe", "connect", "rows", marks=_LONG),
+        ("transactional", "classic", "rows", "rocksdb"),
+        ("wipe", "connect", "batch", "sqlite"),
+        pytest.param("wipe", "classic", "batch", "rocksdb", marks=_LONG),
+        pytest.param("transactional", "connect", "batch", "sqlite", marks=_LONG),
+        pytest.param("wipe", "connect", "rows", "rocksdb", marks=_LONG),
+        pytest.param("transactional", "classic", "batch", "sqlite", marks=_LONG),
     ],
 )
 def test_stateful_exactly_once_survives_kills_abort_and_lost_state(
-    bootstrap, names, tmp_path, state_mode, api, processing
+    bootstrap, names, tmp_path, state_mode, api, processing, store
 ):
     remote = "local" if api == "connect" else None
-    out = _run_with_faults(bootstrap, names, tmp_path, "exactly_once", state_mode, processing, remote)
+    out = _run_with_faults(bootstrap, names, tmp_path, "exactly_once", state_mode, processing, remote, store)
     print(
-        f"exactly_once/{state_mode}/{api}/{processing}: faults {out['faults']}, restored {out['restored']},"
-        f" {out['result']}"
+        f"exactly_once/{state_mode}/{api}/{processing}/{store}: faults {out['faults']},"
+        f" restored {out['restored']}, {out['result']}"
     )
     assert out["faults"] == sorted(["aborted-before_commit"] + [f"crashed-{p}" for p in FAULTS.split(",")]), (
         "every fault must really have happened"

@@ -74,7 +74,13 @@ def test_tables_list_rows_in_report_order_with_ratios():
             "worker_peak_mib_10x": 110.0,
             "ratio_10x_over_1x": 1.1,
         },
-        "restore": {"keys": 5, "modes": {"wipe": {"median_records_per_s": 250_000.0}}},
+        "restore": {
+            "keys": 5,
+            "modes": {
+                "sqlite wipe": {"median_records_per_s": 250_000.0},
+                "rocksdb wipe": {"median_records_per_s": 1.0},
+            },
+        },
     }
     extra = report.extra_table(result)
     assert "p50 1,000 ms, p99 2,000 ms" in extra and "1.10x" in extra and "250,000" in extra

@@ -1,6 +1,6 @@
 """The `eos` command without a broker: argument parsing and its exit code 2, the --to offset spec,
 table formatting, the Config the clients are built from, the Java tool's settings file, and the local
-state scan and wipe (with the real store files and locks of eos.state._sqlite)."""
+state scan and wipe (with the real store files and locks of eos.state, each backend)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from eos.cli._base import (
 )
 from eos.cli._broker import _java_properties, admin_properties, parse_tool_table
 from eos.errors import ConfigError
-from eos.state._sqlite import PartitionStore
+from eos.state._backends import KINDS, backend
+from eos.state._store import PartitionStore
 
 # -- argument parsing -------------------------------------------------------------------------------
 
@@ -260,8 +261,13 @@ def test_java_properties_escaping_round_trips():
 # -- local state ------------------------------------------------------------------------------------
 
 
-def make_store(root, app, topic, partition, name, writes, checkpoint=True) -> PartitionStore:
-    store = PartitionStore(root / app / f"{topic}-{partition}", name, transactional=True)
+@pytest.fixture(params=KINDS)
+def kind(request):
+    return request.param
+
+
+def make_store(root, app, topic, partition, name, writes, checkpoint=True, kind="rocksdb") -> PartitionStore:
+    store = backend(kind)(root / app / f"{topic}-{partition}", name, transactional=True)
     store.open(1)
     for key, value in writes.items():
         store.put(key, value)
@@ -271,10 +277,10 @@ def make_store(root, app, topic, partition, name, writes, checkpoint=True) -> Pa
     return store
 
 
-def test_state_scan_reads_keys_checkpoint_local_offset_and_lock(tmp_path):
-    held = make_store(tmp_path, "app", "in.put-x", 0, "counts", {b"a": b"1", b"b": b"2"})
-    make_store(tmp_path, "app", "in.put-x", 0, "sums", {b"a": b"1"}).close()
-    make_store(tmp_path, "app", "in.put-x", 12, "counts", {b"c": b"3"}, checkpoint=False).close()
+def test_state_scan_reads_keys_checkpoint_local_offset_and_lock(tmp_path, kind):
+    held = make_store(tmp_path, "app", "in.put-x", 0, "counts", {b"a": b"1", b"b": b"2"}, kind=kind)
+    make_store(tmp_path, "app", "in.put-x", 0, "sums", {b"a": b"1"}, kind=kind).close()
+    make_store(tmp_path, "app", "in.put-x", 12, "counts", {b"c": b"3"}, checkpoint=False, kind=kind).close()
     (tmp_path / "app" / "not-a-partition").mkdir()
     try:
         found = {(s.topic, s.partition, s.store): s for s in _cli_state.scan(tmp_path, "app")}
@@ -294,22 +300,22 @@ def test_state_scan_reads_keys_checkpoint_local_offset_and_lock(tmp_path):
         held.close()
 
 
-def test_state_wipe_refuses_a_locked_store_and_then_removes_checkpoint_and_database(tmp_path):
-    held = make_store(tmp_path, "app", "t", 3, "counts", {b"a": b"1"})
-    make_store(tmp_path, "app", "t", 3, "sums", {b"a": b"1"}).close()
+def test_state_wipe_refuses_a_locked_store_and_then_removes_checkpoint_and_database(tmp_path, kind):
+    held = make_store(tmp_path, "app", "t", 3, "counts", {b"a": b"1"}, kind=kind)
+    make_store(tmp_path, "app", "t", 3, "sums", {b"a": b"1"}, kind=kind).close()
     directory = tmp_path / "app" / "t-3"
     with pytest.raises(CliError, match="store 'counts' of t/3 is locked by a running process") as refused:
         _cli_state.wipe(tmp_path, "app", "t", 3, None)
     assert refused.value.code == EXIT_REFUSED
     assert (directory / "sums.checkpoint").exists()  # refused means nothing wiped, not even the free store
     assert _cli_state.wipe(tmp_path, "app", "t", 3, "sums") == ["sums"]
-    assert not (directory / "sums.checkpoint").exists() and not (directory / "sums.sqlite").exists()
+    assert not (directory / "sums.checkpoint").exists() and not (directory / f"sums.{kind}").exists()
     assert (directory / "counts.checkpoint").exists()
     held.close()
     assert _cli_state.wipe(tmp_path, "app", "t", 3, None) == ["counts", "sums"]
     assert sorted(p.name for p in directory.iterdir()) == ["counts.lock", "sums.lock"]
     # the store, reopened as a task would, has no checkpoint: it is unclean and will be restored
-    again = PartitionStore(directory, "counts", transactional=True)
+    again = backend(kind)(directory, "counts", transactional=True)
     again.open(1)
     try:
         assert again.read_checkpoint() is None and list(again.items()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 
 import attrs
@@ -53,6 +54,7 @@ def test_guarantee_aliases_normalise_to_exactly_once(value):
         {"starting_offsets": "latest"},
         {"max_redo": 0},
         {"kafka": {"security.protocol": "SASL_SSL"}, "consumer": {"fetch.min.bytes": 1}},
+        {"state_store": "rocksdb"},
     ],
 )
 def test_other_valid_settings_are_accepted(overrides):
@@ -101,6 +103,7 @@ INVALID = [
     ("admin.bootstrap.servers", {"admin": {"bootstrap.servers": "x:1"}}),
     ("kafka.group.id", {"kafka": {"group.id": "other"}}),
     ("kafka.transactional.id", {"kafka": {"transactional.id": "mine"}}),
+    ("state_store", {"state_store": "lmdb"}),
 ]
 
 
@@ -112,6 +115,17 @@ def test_invalid_setting_raises_config_error_naming_the_field(field, overrides):
         make(**overrides)
     assert info.value.field == field
     assert repr(field) in str(info.value)
+
+
+def test_rocksdb_without_rocksdict_names_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rocksdict" else real(name, *a)
+    )
+    with pytest.raises(eos.ConfigError, match=r"pip install 'eos-spark\[rocksdb\]'") as info:
+        make(state_store="rocksdb")
+    assert info.value.field == "state_store"
+    assert make().state_store == "sqlite"  # the default needs nothing more
 
 
 def test_negative_max_redo_raises_config_error():

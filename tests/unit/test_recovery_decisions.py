@@ -1,5 +1,6 @@
 """eos.state._partition.PartitionState: wipe or roll forward at task start, after an abort and after a commit,
-over real PartitionStores in tmp_path. The changelog is a Python list per store: no broker.
+over real PartitionStores in tmp_path, each test over each backend. The changelog is a Python list per
+store: no broker.
 
 `ensure_changelog` is a no-op; `PartitionState._restore` is replaced by a fake that records
 (store, start offset) and applies the fake changelog from there, as the real one would; a few tests at
@@ -8,6 +9,7 @@ the end run the real `_restore` against a fake consumer."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -20,14 +22,30 @@ from eos._core._scope import PartitionScope
 from eos._kafka import _changelog, _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
 from eos.state import StoreSpec
+from eos.state._backends import KINDS, backend
 from eos.state._partition import PartitionState
-from eos.state._sqlite import PartitionStore
+from eos.state._store import PartitionStore
 from tests.support.configs import config as base_config
 from tests.support.logs import Log
 from tests.support.messages import Message
 from tests.support.producers import FakeOutputProducer, FakeRecords
 
 IN = "in"
+KIND = "rocksdb"
+
+
+@pytest.fixture(autouse=True, params=KINDS)
+def kind(request):
+    """Every test runs over each backend (`Config.state_store`)."""
+    global KIND
+    KIND = request.param
+    return request.param
+
+
+def new_store(directory: Path, name: str) -> PartitionStore:
+    return backend(KIND)(directory, name, transactional=True)
+
+
 PARTITION = 0
 MODES = ["transactional", "wipe"]
 #: the changelog's topic id, as the fakes below answer it
@@ -80,6 +98,7 @@ def config(tmp_path: Path, mode: str = "transactional", guarantee: str = "exactl
         processing_guarantee=guarantee,
         state_dir=str(tmp_path),
         state_mode=mode,
+        state_store=KIND,
         **kw,
     )
 
@@ -90,7 +109,7 @@ def store_dir(tmp_path: Path) -> Path:
 
 def seed(tmp_path: Path, name: str, rows: dict[bytes, bytes], offset: int, checkpoint: bool = True) -> None:
     """Leave a local store behind as an earlier task would: committed rows at `offset`."""
-    store = PartitionStore(store_dir(tmp_path), name, transactional=True)
+    store = new_store(store_dir(tmp_path), name)
     store.open(lock_timeout_s=1)
     store.changelog_id = TOPIC_ID
     for key, value in rows.items():
@@ -141,7 +160,7 @@ def test_changelog_topic_naming(tmp_path):
 def test_store_files_live_under_state_dir_app_and_partition(tmp_path, changelogs, opened_states):
     state = opened_states(config(tmp_path), "counts")
     store = state.stores["counts"]
-    assert store.db_path == tmp_path / "app" / "in-0" / "counts.sqlite"
+    assert store.db_path == tmp_path / "app" / "in-0" / f"counts.{KIND}"
     assert changelogs.ensured == [(IN, "counts")]
 
 
@@ -220,6 +239,7 @@ def test_checkpoint_without_a_local_offset_wipes(tmp_path, changelogs, opened_st
     seed(tmp_path, "counts", {b"a": b"1"}, offset=3)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store_dir(tmp_path) / 'counts.sqlite'}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(store_dir(tmp_path) / "counts.rocksdb", ignore_errors=True)
     assert (store_dir(tmp_path) / "counts.checkpoint").exists()
     changelogs.records["counts"] = [(b"b", b"2")]
     state = opened_states(config(tmp_path), "counts")
@@ -368,7 +388,7 @@ def test_on_commit_makes_transactional_writes_durable(tmp_path, changelogs, open
     state.view.store("counts").put(b"a", b"1")
     state.on_commit(delivered(0))
     state.close()
-    store = PartitionStore(store_dir(tmp_path), "counts", transactional=True)
+    store = new_store(store_dir(tmp_path), "counts")
     store.open(lock_timeout_s=1)
     try:
         assert store.get(b"a") == b"1"
@@ -439,7 +459,7 @@ def test_close_releases_every_store(tmp_path, changelogs):
     state.open(None)
     state.close()
     for name in ("a", "b"):
-        store = PartitionStore(store_dir(tmp_path), name, transactional=True)
+        store = new_store(store_dir(tmp_path), name)
         store.open(lock_timeout_s=0)  # would raise StoreLockedError if still held
         store.close()
 
@@ -815,8 +835,12 @@ def test_records_of_another_owner_are_refused(tmp_path, consumer, monkeypatch):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_damaged_store_file_is_deleted_restored_and_said_so(tmp_path, changelogs, opened_states, mode):
     seed(tmp_path, "counts", {b"a": b"1"}, offset=1)
-    with open(store_dir(tmp_path) / "counts.sqlite", "r+b") as f:
-        f.write(b"\xde\xad" * 2048)  # "file is not a database"
+    if KIND == "sqlite":
+        with open(store_dir(tmp_path) / "counts.sqlite", "r+b") as f:
+            f.write(b"\xde\xad" * 2048)  # "file is not a database"
+    else:
+        (manifest,) = (store_dir(tmp_path) / "counts.rocksdb").glob("MANIFEST-*")
+        manifest.write_bytes(b"\xde\xad" * 2048)  # "Corruption: ... MANIFEST may be corrupted"
     changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
     log = Log()
     state = opened_states(config(tmp_path, mode), "counts", log=log)
@@ -828,8 +852,10 @@ def test_a_damaged_store_file_is_deleted_restored_and_said_so(tmp_path, changelo
 def test_a_store_damaged_while_a_task_reads_it_loses_its_checkpoint(tmp_path):
     """Damage found in the middle of a task fails the task, and the retry must not meet it again: the
     checkpoint is deleted, so the next attempt restores from the changelog."""
+    if KIND != "sqlite":
+        pytest.skip("damage inside SQLite's pages; RocksDB reads what it replayed at open")
     seed(tmp_path, "counts", {b"k%d" % i: b"x" * 2000 for i in range(200)}, offset=1)
-    store = PartitionStore(store_dir(tmp_path), "counts", transactional=True)
+    store = new_store(store_dir(tmp_path), "counts")
     store.open(lock_timeout_s=1)
     try:
         with open(store.db_path, "r+b") as f:  # past the header, into the pages of the rows
