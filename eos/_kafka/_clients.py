@@ -171,6 +171,11 @@ def restore_consumer(config: Config) -> Consumer:
                 "enable.partition.eof": True,
                 # A roll-forward is often just the commit marker after the local offset: answer fast.
                 "fetch.wait.max.ms": 10,
+                # A restore reads as fast as it can apply: big fetches, and the next one asked for 10 ms
+                # after the queue filled, not librdkafka's 1 s (fetch.queue.backoff.ms), which left every
+                # consume() of a large restore waiting (docs/design.md, "Restore")
+                "max.partition.fetch.bytes": 16 << 20,
+                "fetch.queue.backoff.ms": 10,
                 # An offset that left the changelog mid-restore is an error, never a silent jump to its end.
                 "auto.offset.reset": "error",
             },
