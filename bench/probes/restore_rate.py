@@ -7,7 +7,9 @@ their wait (the fetch not keeping up), for each state store.
 
 The changelog holds `--keys` keys written as eos writes them (input offset and owner headers) in
 transactions of 50,000; each round restores it into an empty state directory with SQLite, then RocksDB
-(if rocksdict is installed).
+(if rocksdict is installed), then reads it with a plain confluent-kafka loop that does nothing with the
+records, at 1 MiB and 16 MiB per partition fetch: the ceiling of a consumer that makes a Python object
+per record.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 import uuid
 
 import attrs
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 import eos
 from eos import testing
@@ -46,6 +48,33 @@ class _Counted:
         if not messages:
             self._empty.append(time.perf_counter() - t)
         return messages
+
+
+def plain_read(bootstrap: str, changelog: str, keys: int, fetch_bytes: int) -> float:
+    """records/s of a read_committed loop that only counts the records."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"probe-{uuid.uuid4().hex[:6]}",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+            "fetch.queue.backoff.ms": 10,
+            "max.partition.fetch.bytes": fetch_bytes,
+        }
+    )
+    consumer.assign([TopicPartition(changelog, 0, 0)])
+    t, got, end = time.perf_counter(), 0, False
+    while not (end and got >= keys):
+        for msg in consumer.consume(10_000, 0.02):
+            if msg.error() is None:
+                got += 1
+            else:
+                end = True
+    rate = got / (time.perf_counter() - t)
+    consumer.close()
+    return rate
 
 
 def main() -> None:
@@ -101,6 +130,9 @@ def main() -> None:
                 f"{store}: {restored / wall:,.0f} records/s, {cpu:.2f} s CPU of {wall:.2f} s,"
                 f" {len(empty)} empty consume() calls ({sum(empty) * 1000:.0f} ms)"
             )
+        for fetch_bytes in (1 << 20, 16 << 20):
+            rate = plain_read(args.bootstrap, changelog, args.keys, fetch_bytes)
+            print(f"plain loop, {fetch_bytes >> 20} MiB fetches: {rate:,.0f} records/s")
 
 
 if __name__ == "__main__":
