@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--rows", type=int, default=50_000, help="per batch")
     parser.add_argument("--keys", type=int, default=1_000)
-    parser.add_argument("--store", default="rocksdb", choices=("rocksdb", "sqlite"), help="state_store")
+    parser.add_argument("--store", default="sqlite", choices=("sqlite", "rocksdb"), help="state_store")
     args = parser.parse_args()
     run = uuid.uuid4().hex[:6]
     source, output = f"state-cost-in-{run}", f"state-cost-out-{run}"
