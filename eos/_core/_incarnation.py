@@ -35,6 +35,8 @@ class Incarnation:
         #: the committed offset a kept producer has yet to prove itself current with (step 2)
         self.unchecked: _offsets.Committed | None = None
         self.committed: int | None = None
+        #: the committed offset's witnesses (exactly_once; `_witnesses`)
+        self.witnesses: dict[tuple[str, int], int] = {}
         self.state: PartitionState | None = None
         self.view: Any = State({})
 
@@ -75,13 +77,14 @@ class Incarnation:
         # partition's offset would hold every stable read of it until transaction_timeout_ms.
         self.unchecked = entries.get(tp) if kept else None
         self.stats.committed_before = self.committed
+        self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
         if self.job.functions.stores:  # step 4
             if self.state is None:
                 self.state = PartitionState(self.scope, self.job.functions.stores)
-                self.state.open(self.committed)
+                self.state.open(self.committed, self.witnesses)
                 self.view = self.state.view
             else:
-                self.state.reopen(self.committed)
+                self.state.reopen(self.committed, self.witnesses)
             self.stats.restored = self.state.restored
 
     def _prove(self, entry: _offsets.Committed | None) -> None:
@@ -90,7 +93,7 @@ class Incarnation:
         found = _offsets.fields(entry.metadata) if entry is not None else None
         if not found or _witness.FIELD not in found:
             return
-        witnesses = _witness.decode(found[_witness.FIELD])
+        witnesses = _witnesses(entry)
         lost = _proof.aborted(self.config, self.scope.transactional_id, entry.metadata, witnesses, self.log)
         if lost:
             raise _lost(self.scope, entry, found, len(witnesses), lost)
@@ -126,7 +129,7 @@ class Incarnation:
     def rolled_back(self) -> None:
         """After an abort: the state's open writes must not survive."""
         if self.state is not None:
-            self.state.reopen(self.committed)
+            self.state.reopen(self.committed, self.witnesses)
 
     def release(self) -> None:
         """The task is done: the state closed, the producer handed back to the worker's pool."""
@@ -172,3 +175,9 @@ def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLost
     return CommitLostError(
         message, topic=scope.topic, partition=scope.partition, offset=entry.offset, lost=tuple(lost)
     )
+
+
+def _witnesses(entry: _offsets.Committed | None) -> dict[tuple[str, int], int]:
+    """The witnesses a committed offset's stamp carries (none: no stamp, or a stamp without them)."""
+    found = _offsets.fields(entry.metadata) if entry is not None else None
+    return _witness.decode(found.get(_witness.FIELD)) if found else {}

@@ -129,10 +129,10 @@ def partition_state(cfg: eos.Config, *names: str, log: Log | None = None) -> Par
 def opened_states():
     states: list[PartitionState] = []
 
-    def open_(cfg, *names, committed_input=None, log=None) -> PartitionState:
+    def open_(cfg, *names, committed_input=None, log=None, witnesses=None) -> PartitionState:
         state = partition_state(cfg, *names, log=log)
         states.append(state)
-        state.open(committed_input)
+        state.open(committed_input, witnesses)
         return state
 
     yield open_
@@ -222,6 +222,60 @@ def test_checkpoint_rolls_forward_from_the_local_offset_and_keeps_data(
     assert state.restored == 2
     assert state.stores["counts"].local_offset() == 4
     assert not log.said("state unclean: wiping and restoring from the changelog")
+
+
+CHANGELOG = ("app-in-counts-changelog", PARTITION)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_offset_that_the_witness_proves_a_marker_is_not_read(
+    tmp_path, changelogs, opened_states, monkeypatch, mode
+):
+    """exactly_once: the store reflects the changelog up to 5, the changelog ends at 6, and the committed
+    offset's transaction wrote its last changelog record at 4: offset 5 is its marker."""
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=5)
+    monkeypatch.setattr(_changelog, "bounds", lambda config, changelog, partition: (0, 6))
+    changelogs.records["counts"] = [(b"x", b"?")] * 5 + [(b"poison", b"read")]
+    state = opened_states(config(tmp_path, mode), "counts", witnesses={CHANGELOG: 4})
+    assert changelogs.restores == []
+    store = state.stores["counts"]
+    assert store.local_offset() == 6 and store.read_checkpoint().changelog_offset == 6
+    assert dict(state.view.store("counts").items()) == {b"a": b"1"}
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "witnesses", "high"),
+    [
+        ("exactly_once", {}, 6),  # no witness for this changelog: the last transaction did not write it
+        ("exactly_once", {CHANGELOG: 3}, 6),  # offset 4 is not the store's: something else came first
+        ("exactly_once", {CHANGELOG: 4}, 7),  # two offsets: another transaction's record and marker
+        ("exactly_once", {("app-in-other-changelog", PARTITION): 4}, 6),  # another store's witness
+        ("at_least_once", {CHANGELOG: 4}, 6),  # no transactions, no markers: offset 5 is a record
+    ],
+)
+def test_the_one_offset_is_read_unless_the_witness_proves_it_a_marker(
+    tmp_path, changelogs, opened_states, monkeypatch, guarantee, witnesses, high
+):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=5)
+    monkeypatch.setattr(_changelog, "bounds", lambda config, changelog, partition: (0, high))
+    changelogs.records["counts"] = [(b"x", b"?")] * 5 + [(b"b", b"2")] * (high - 5)
+    state = opened_states(config(tmp_path, guarantee=guarantee), "counts", witnesses=witnesses)
+    # (at_least_once restores whole: the seeded checkpoint skips no input, a restore of it would)
+    assert changelogs.restores == [("counts", 5 if guarantee == "exactly_once" else 0)]
+    assert state.view.store("counts").get(b"b") == b"2"
+
+
+def test_reopen_after_an_abort_uses_the_witnesses_it_is_given(
+    tmp_path, changelogs, opened_states, monkeypatch
+):
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=5)
+    monkeypatch.setattr(_changelog, "bounds", lambda config, changelog, partition: (0, 6))
+    changelogs.records["counts"] = [(b"x", b"?")] * 6
+    state = opened_states(config(tmp_path), "counts", witnesses={CHANGELOG: 4})
+    state.reopen(None, {CHANGELOG: 4})
+    assert changelogs.restores == []
+    state.reopen(None)  # no witnesses: read
+    assert changelogs.restores == []  # the store is at 6 now: nothing left to read either way
 
 
 @pytest.mark.parametrize("mode", MODES)
