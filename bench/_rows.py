@@ -193,9 +193,11 @@ class Bench:
         batch: int | None = None,
         stateful: str | None = None,
         connect: bool = False,
+        spark_conf: dict[str, str] | None = None,
         **settings,
     ) -> dict:
-        """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch); `settings`:
+        """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch); `spark_conf`:
+        session settings for this row only (a streaming query copies them when it starts); `settings`:
         more Config fields."""
         config = self.config(row, guarantee, output_topic=out, **settings)
         commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
@@ -210,7 +212,18 @@ class Bench:
         )
         profile = row if self.profiling else None
         source = self._source(config, batch, connect)
-        result = self._run_query(source.writeStream.foreachBatch(sink), profile)
+        session = source.sparkSession
+        before = {k: session.conf.get(k, None) for k in spark_conf or {}}
+        for key, value in (spark_conf or {}).items():
+            session.conf.set(key, value)
+        try:
+            result = self._run_query(source.writeStream.foreachBatch(sink), profile)
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    session.conf.unset(key)
+                else:
+                    session.conf.set(key, value)
         seconds, history = [], []
         if commits.exists():
             seconds = [json.loads(line)["s"] for line in commits.read_text().splitlines() if line]
@@ -245,6 +258,18 @@ class Bench:
 
     def row_eos_exactly_once_stateful_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_stateful_batch", out, "exactly_once", stateful="batch")
+
+    def row_eos_exactly_once_arrow50k(self, out: str) -> dict:
+        """Row 3 with Arrow batches of 50,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch)."""
+        conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "50000"}
+        return self._eos_row("eos_exactly_once_arrow50k", out, "exactly_once", spark_conf=conf)
+
+    def row_eos_exactly_once_stateful_batch_arrow50k(self, out: str) -> dict:
+        """Row 4b with Arrow batches of 50,000 rows."""
+        conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "50000"}
+        return self._eos_row(
+            "eos_exactly_once_stateful_batch_arrow50k", out, "exactly_once", stateful="batch", spark_conf=conf
+        )
 
     def row_eos_exactly_once_stateful_rocksdb(self, out: str) -> dict:
         return self._eos_row(

@@ -19,6 +19,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
     ("eos_exactly_once_stateful_rocksdb", "4r row 4 with state_store='rocksdb'"),
     ("eos_exactly_once_stateful_batch_rocksdb", "4br row 4b with state_store='rocksdb'"),
+    ("eos_exactly_once_arrow50k", "3a row 3 with Arrow batches of 50,000 rows (default 10,000)"),
+    ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
     ("eos_exactly_once_format", "3f eos exactly_once, writeStream.format('eos')"),
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
