@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from eos.state._serdes import Serde, StrSerde, as_serde
+from eos.state._serdes import BytesSerde, Serde, StrSerde, as_serde
 
 
 @attrs.frozen
@@ -25,8 +25,21 @@ class Store:
         self.name = name
         self._spec = spec
         self._backend = backend  # eos.state._store.PartitionStore
+        #: bytes keys are stored as they are by the bytes serde, and by the str serde once they are
+        #: checked to be UTF-8 text: the per-row path of `process` with a Kafka key
+        self._bytes_key = isinstance(spec.key_serde, BytesSerde)
+        self._text_key = isinstance(spec.key_serde, StrSerde)
 
     def _key(self, key: Any) -> bytes:
+        if type(key) is bytes:
+            if self._bytes_key:
+                return key
+            if self._text_key:
+                try:
+                    key.decode("utf-8")
+                    return key
+                except UnicodeDecodeError:
+                    pass  # the general path below says so
         if key is None:
             raise TypeError(
                 f"store {self.name!r}: a key cannot be None (a Kafka record without a key has row.key"

@@ -73,6 +73,8 @@ class PartitionState:
         transactional = config.state_mode == "transactional"
         store = backend(config.state_store)
         self.stores = {name: store(directory, name, transactional) for name in specs}
+        #: each store's open writes (the same dicts for the task's length: cleared, never replaced)
+        self._pending = [s.pending for s in self.stores.values()]
         self.changelogs = {name: _names.changelog_topic(config.app_id, scope.topic, name) for name in specs}
         self.owners = {name: _names.changelog_owner(config.app_id, scope.topic, name) for name in specs}
         self.view = State({name: Store(name, specs[name], self.stores[name]) for name in specs})
@@ -198,7 +200,8 @@ class PartitionState:
             store.input_offset = offset
 
     def pending_keys(self) -> int:
-        return max((len(s.pending) for s in self.stores.values()), default=0)
+        """The most open writes of one store (asked after every `process` row)."""
+        return max(map(len, self._pending), default=0)
 
     def produce_changelog(self, records: ChangelogRecords) -> None:
         """Send the open transaction's writes to the changelogs (inside the transaction in exactly_once)."""

@@ -172,7 +172,11 @@ class PartitionStore:
         return [pending[k] if k in pending else found[k] for k in keys]
 
     def put(self, key: bytes, value: bytes | None) -> None:
-        self.put_many([(key, value)])
+        if self.transactional:  # the per-row path of `process`: no list, no loop
+            self.pending[key] = value
+            self.pending_offsets[key] = self.input_offset
+        else:
+            self.put_many([(key, value)])
 
     def put_many(self, writes: list[tuple[bytes, bytes | None]]) -> None:
         offset = self.input_offset
