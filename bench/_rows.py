@@ -112,6 +112,8 @@ class Bench:
     def expected_output(self, row: str) -> int:
         """Output records a row must leave: one per input record, or for the aggregation rows one per
         key and batch (each batch of >= KEYS records holds every key: keys are i % KEYS)."""
+        if row.startswith("bare_"):
+            return 0
         if row.startswith("agg_"):
             assert self.args.batch >= KEYS, "the aggregation rows need batches of at least KEYS records"
             return KEYS * -(-self.args.records // self.args.batch)
@@ -241,6 +243,28 @@ class Bench:
             **report.batch_steps(history),
         )
         return result
+
+    def _bare_row(self, out: str, connect: bool) -> dict:
+        """Each batch's rows through a `mapInArrow` that only counts them, in `foreachBatch`: the Spark
+        side of an eos row alone (no Kafka writes, no eos), classic or under Connect."""
+        config = self.config("bare", "at_least_once", output_topic=out)
+        source = self._source(config, connect=connect).select("topic", "partition", "offset", "key", "value")
+
+        def count_rows(batches):  # nested: pickled by value, whatever the worker can import
+            import pyarrow as pa
+
+            yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+        def each_batch(df, batch_id):
+            df.mapInArrow(count_rows, "n long").collect()
+
+        return self._run_query(source.writeStream.foreachBatch(each_batch))
+
+    def row_bare_map_in_arrow(self, out: str) -> dict:
+        return self._bare_row(out, connect=False)
+
+    def row_bare_map_in_arrow_connect(self, out: str) -> dict:
+        return self._bare_row(out, connect=True)
 
     def row_eos_at_least_once(self, out: str) -> dict:
         return self._eos_row("eos_at_least_once", out, "at_least_once")

@@ -23,6 +23,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
     ("eos_exactly_once_format", "3f eos exactly_once, writeStream.format('eos')"),
+    ("bare_map_in_arrow", "0 foreachBatch + a mapInArrow that only counts (no Kafka writes)"),
+    ("bare_map_in_arrow_connect", "0c the same under Spark Connect"),
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
