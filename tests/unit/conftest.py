@@ -1,7 +1,7 @@
 """What every unit test has: no crash point armed (`eos._crash`), whatever EOS_CRASH_AT the environment
 holds, so a test that runs the protocol's steps cannot SIGKILL the test run; test_crash.py arms its own.
 And what several files ask for: `fake_client` and `kafka`, the producer fakes of `tests.support.producers`
-put where eos creates the real ones."""
+put where eos creates the real ones; `each_backend`, a test run over each state store backend."""
 
 from __future__ import annotations
 
@@ -9,12 +9,21 @@ import pytest
 
 from eos import _crash
 from eos._kafka import _offsets, _pool, _producer
+from eos.state._backends import KINDS
 from tests.support.producers import FakeClient, FakeKafka
 
 
 @pytest.fixture(autouse=True)
 def _no_crash_points(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_crash, "_ARMED", frozenset())
+
+
+@pytest.fixture(params=KINDS)
+def each_backend(request: pytest.FixtureRequest) -> str:
+    """The test runs once per state store backend; its module's `KIND` names the one of this run
+    (a module's helpers read it; `pytestmark = pytest.mark.usefixtures("each_backend")` asks for it)."""
+    request.module.KIND = request.param
+    return request.param
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from eos._core._scope import PartitionScope
 from eos._kafka import _changelog, _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
 from eos.state import StoreSpec
-from eos.state._backends import KINDS, backend
+from eos.state._backends import backend
 from eos.state._partition import PartitionState
 from eos.state._store import PartitionStore
 from tests.support.configs import config as base_config
@@ -31,15 +31,10 @@ from tests.support.messages import Message
 from tests.support.producers import FakeOutputProducer, FakeRecords
 
 IN = "in"
-KIND = "rocksdb"
+KIND = "sqlite"  # set per test by the `each_backend` fixture
 
 
-@pytest.fixture(autouse=True, params=KINDS)
-def kind(request):
-    """Every test runs over each backend (`Config.state_store`)."""
-    global KIND
-    KIND = request.param
-    return request.param
+pytestmark = pytest.mark.usefixtures("each_backend")
 
 
 def new_store(directory: Path, name: str) -> PartitionStore:

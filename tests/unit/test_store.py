@@ -15,19 +15,14 @@ from pathlib import Path
 import pytest
 
 from eos.errors import EosError, StoreLockedError
-from eos.state._backends import KINDS, backend
+from eos.state._backends import backend
 from eos.state._store import PartitionStore
 
 REPO = Path(__file__).resolve().parents[2]
-KIND = "rocksdb"
+KIND = "sqlite"  # set per test by the `each_backend` fixture
 
 
-@pytest.fixture(autouse=True, params=KINDS)
-def kind(request):
-    """Every test runs over each backend."""
-    global KIND
-    KIND = request.param
-    return request.param
+pytestmark = pytest.mark.usefixtures("each_backend")
 
 
 def on_disk(store: PartitionStore) -> tuple[dict[bytes, bytes], int | None]:
