@@ -144,9 +144,9 @@ class Bench:
             result["profile"] = spy.stop(seconds)
         return result
 
-    def row_spark_kafka_sink(self, out: str) -> dict:
+    def row_spark_kafka_sink(self, out: str, batch: int | None = None) -> dict:
         config = self.config("spark-sink", "at_least_once", output_topic=out)
-        df = self._source(config).select("key", "value")
+        df = self._source(config, batch).select("key", "value")
         writer = (
             df.writeStream.format("kafka")
             .option("kafka.bootstrap.servers", self.bootstrap)
@@ -366,6 +366,17 @@ class Bench:
 
     def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
+
+    def row_spark_kafka_sink_10x_batch(self, out: str) -> dict:
+        """Row 1 at 10x the batch: what row 3' compares with, like with like."""
+        return self.row_spark_kafka_sink(out, batch=10 * self.args.batch)
+
+    def row_eos_exactly_once_small_batch(self, out: str) -> dict:
+        """Row 3 at a tenth of the batch (20,000 records per trigger by default): latency-minded."""
+        return self._eos_row("eos_exactly_once_small_batch", out, "exactly_once", batch=self.args.batch // 10)
+
+    def row_spark_kafka_sink_small_batch(self, out: str) -> dict:
+        return self.row_spark_kafka_sink(out, batch=self.args.batch // 10)
 
     # -- the cost split --------------------------------------------------------------------------------
 

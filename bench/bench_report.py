@@ -28,6 +28,9 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
+    ("spark_kafka_sink_10x_batch", "1' Spark's sink, 10x batch (what 3' compares with)"),
+    ("eos_exactly_once_small_batch", "3s eos exactly_once, a tenth of the batch"),
+    ("spark_kafka_sink_small_batch", "1s Spark's sink, a tenth of the batch (what 3s compares with)"),
     ("eos_exactly_once_regrouped", '3" eos exactly_once, regrouped (shuffle + sort)'),
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
     ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
@@ -266,6 +269,14 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
         "eos_stateful_process_batch_vs_builtin >= 0.8": (
             tp_ratio("eos_exactly_once_stateful_batch", BASELINE),
             0.8,
+        ),
+        "eos_exactly_once_small_batch_vs_builtin_small_batch >= 0.7": (
+            tp_ratio("eos_exactly_once_small_batch", "spark_kafka_sink_small_batch"),
+            0.7,
+        ),
+        "eos_exactly_once_10x_vs_builtin_10x >= 1.0": (
+            tp_ratio("eos_exactly_once_10x_batch", "spark_kafka_sink_10x_batch"),
+            1.0,
         ),
         "eos_connect_vs_classic >= 0.95": (tp_ratio("eos_exactly_once_connect", "eos_exactly_once"), 0.95),
         "eos_format_vs_foreach_batch >= 0.95": (
