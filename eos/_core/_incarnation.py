@@ -75,7 +75,19 @@ class Incarnation:
         # Step 2 for a kept producer, done by the first transaction (`begin`): not before the task's
         # own checks, which may fail it, and a producer thrown away with a transaction open on the
         # partition's offset would hold every stable read of it until transaction_timeout_ms.
-        self.unchecked = entries.get(tp) if kept else None
+        self.unchecked = None
+        if kept:
+            entry, mine = entries.get(tp), self.producer.committed_stamp
+            if mine is not None and (entry is None or entry.metadata != mine):
+                # Another producer committed the partition since this one last did, so it was
+                # initialised later and fenced this one: replaced now, not after a round trip.
+                self.replace_kept("a newer producer committed this partition: replacing the kept one")
+                return
+            if mine is None:
+                self.unchecked = entry
+            # else the committed offset is this producer's own last commit: no other producer has
+            # committed since, and one initialised since without committing fences it at its first
+            # request instead (8d), before anything of this transaction is visible.
         self.stats.committed_before = self.committed
         self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
         if self.job.functions.stores:  # step 4
@@ -114,12 +126,13 @@ class Incarnation:
         return Transaction(self.scope, self.producer, self.state, since=self.committed)
 
     def _check_current(self, entry: _offsets.Committed) -> None:
-        """Step 2 for a kept producer: it fenced every older incarnation when it was initialised, unless
-        a producer of another worker was initialised for this partition since (Spark hands a partition's
-        next task to whichever worker is free). It learns that only from a call to the transaction
-        coordinator, so its first transaction begins by sending the committed offset into it unchanged
-        (step 7c replaces it in the same transaction): a displaced producer is refused there (FencedError,
-        8d), not after producing the rows."""
+        """Step 2 for a kept producer that has not committed this partition yet (one that has is
+        judged by the committed stamp in `start`): it fenced every older incarnation when it was
+        initialised, unless a producer of another worker was initialised for this partition since
+        (Spark hands a partition's next task to whichever worker is free). It learns that only from a
+        call to the transaction coordinator, so its first transaction begins by sending the committed
+        offset into it unchanged (step 7c replaces it in the same transaction): a displaced producer is
+        refused there (FencedError, 8d), not after producing the rows."""
         t = time.monotonic()
         self.producer.begin_transaction(self.log)
         offset = (self.scope.topic, self.scope.partition, entry.offset, entry.metadata)

@@ -201,7 +201,8 @@ class PartitionTask:
                     self.log.error("fenced: this attempt is a zombie", error=str(exc))
                     raise
                 # A kept producer displaced by another worker (found by step 2's check, or by a write
-                # where there was no committed offset to check with): take the partition back once.
+                # where there was no committed offset to check with, or where its own commit was still
+                # the committed one): take the partition back once.
                 self._replace_kept(DISPLACED, exc)
                 replay = True
             except FatalError as exc:  # 8c

@@ -117,6 +117,7 @@ class Transaction:
             # 7d. Outputs and offset become visible together.
             t = time.monotonic()
             self.producer.commit_transaction(self.log)
+            self.producer.committed_stamp = stamp
             self.steps["end_seconds"] = time.monotonic() - t
             # Seen committed by this worker: a task of it that starts from this offset need not read the
             # witnesses back.

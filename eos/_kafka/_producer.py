@@ -34,6 +34,9 @@ class OutputProducer:
         self.records = RecordCollector(self._producer, config, transactional_id, lambda: self.fatal_error)
         self.initialized = False
         self.in_transaction = False
+        #: the offset stamp of the last transaction this producer committed (kept between tasks): while
+        #: it is still the partition's committed metadata, no other producer has committed since
+        self.committed_stamp: str | None = None
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal() and self.fatal_error is None:

@@ -444,9 +444,10 @@ def test_a_kept_producer_displaced_by_another_worker_is_found_out_before_it_writ
 ):
     """Spark gives a partition's next task to whichever Python worker is free, so worker 2's fresh
     producer for input partition 0 fences the producer worker 1 kept from batch 0 (in `make bench` half
-    the tasks met one). Worker 1 gets batch 2: step 2 sends the committed offset into the transaction
-    before any row, the broker refuses it there, and a fresh producer writes the batch. Before, the
-    displaced producer produced the rows and learnt it was fenced from their delivery."""
+    the tasks met one). Worker 1 gets batch 2: the committed offset is worker 2's commit, not its own
+    last one, so it replaces its producer before any call, and a fresh producer writes the batch. (At
+    first the displaced producer produced the rows and learnt it was fenced from their delivery; then
+    step 2 sent the committed offset into the transaction first, and the broker refused it there.)"""
     source, output, app_id = names("in"), names("out"), names("app")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
@@ -462,7 +463,48 @@ def test_a_kept_producer_displaced_by_another_worker_is_found_out_before_it_writ
     finally:
         stop_worker(first)
         stop_worker(second)
-    [found] = [ln for ln in (tmp_path / "worker-1.log").read_text().splitlines() if "kept producer" in ln]
-    assert "send_offsets_to_transaction" in found and "fenced" in found, found  # step 2, not a delivery
+    log = (tmp_path / "worker-1.log").read_text()
+    assert "a newer producer committed this partition" in log, log[-3000:]  # no round trip, no delivery
+    assert "send_offsets_to_transaction" not in log and "fenced" not in log.lower(), log[-3000:]
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once, result
+
+
+def test_a_kept_producer_fenced_since_its_own_last_commit_is_replaced_at_its_first_write(
+    bootstrap, names, tmp_path
+):
+    """Worker 1 commits batch 0, and its stamp stays the committed metadata: it skips step 2's round
+    trip next time. Worker 2 takes batch 1 and is SIGKILLed after its fresh producer's
+    init_transactions (which fenced worker 1's) and before any write (F1): nothing committed since.
+    Spark retries on worker 1, whose first write is refused as fenced (8d): it takes the partition
+    back with a fresh producer, and batch 1 is written once."""
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    sent = testing.produce_sequence(bootstrap, source, 1, 300)
+    once = tmp_path / "once"
+    once.mkdir()
+    args = (tmp_path, bootstrap, app_id, source, output)
+    first = start_worker(*args, "worker-1")
+    try:
+        assert task(first, 0, 0, 100)["last_offset"] == 99
+        crash = {"EOS_CRASH_AT": "before_produce", "EOS_CRASH_ONCE_DIR": str(once)}
+        second = start_worker(*args, "worker-2", crash)
+        assert task(second, 1, 100, 200) is None, "worker 2 should have died"
+        assert second.wait(30) == -signal.SIGKILL
+        assert (once / "crashed-before_produce").exists(), "the kill after init_transactions never came"
+
+        retried = task(first, 1, 100, 200)
+        assert "error" not in retried, retried
+        assert (retried["producers_replaced"], retried["skipped"], retried["last_offset"]) == (1, 0, 199)
+        assert task(first, 2, 200, 300)["producers_replaced"] == 0
+    finally:
+        stop_worker(first)
+    [found] = [
+        ln for ln in (tmp_path / "worker-1.log").read_text().splitlines() if "kept producer was fenced" in ln
+    ]
+    # found out by its first write (adding the output partition), not by step 2's round trip
+    assert "Failed to add partitions to transaction" in found, found
+    assert "send_offsets_to_transaction" not in found, found
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result

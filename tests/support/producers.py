@@ -216,6 +216,7 @@ class FakeOutputProducer:
         self.transactional_id = transactional_id
         self.initialized = initialized
         self.in_transaction = False
+        self.committed_stamp: str | None = None
         self.open: list[tuple[str, bytes, int]] = []
         self.open_offsets: dict[tuple[str, int], int] = {}
         self.fail: dict[str, list] = {}

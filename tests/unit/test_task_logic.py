@@ -16,6 +16,7 @@ from eos._core._arrow import Layout
 from eos._core._job import Functions, Job
 from eos._core._stats import STATS_SCHEMA
 from eos._core._task import PartitionTask, run_partition
+from eos._kafka import _offsets
 from eos._spark._batch import batch_layout
 from eos.records import Output
 from eos.sink import Sink
@@ -363,6 +364,53 @@ def test_kept_producer_displaced_is_found_out_before_any_row_is_produced(kafka):
     [fresh] = kafka.created
     assert fresh.calls[:2] == ["init", "begin"]
     assert kafka.discarded == [kept] and kafka.released == [fresh]
+
+
+def test_kept_producer_whose_own_commit_is_the_committed_offset_skips_the_round_trip(kafka):
+    """The committed offset's metadata is the stamp this producer last committed: nobody committed
+    since, so step 2 sends nothing before the rows."""
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 2
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.committed_stamp = _offsets.stamp(cfg)  # what the fake broker holds as the committed metadata
+    stats = run(cfg, range(5))
+    assert kept.calls == ["begin", "produce", "produce", "produce", "flush", "send_offsets", "commit"]
+    assert (stats.producers_replaced, stats.check_seconds, kafka.offsets[(IN, 0)]) == (0, 0.0, 5)
+    assert kept.committed_stamp != _offsets.stamp(cfg), "it remembers its new commit"
+
+
+def test_kept_producer_whose_commit_was_followed_by_another_is_replaced_at_once(kafka):
+    """Another producer committed the partition after this one's last commit: it was initialised later
+    and fenced this one. Replaced before any call to the broker, the rows written once."""
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 2
+    kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.committed_stamp = "eos/1;app=app;out=out;an-older-commit"
+    stats = run(cfg, range(4))
+    assert kept.calls == []
+    assert (stats.producers_replaced, stats.skipped, kafka.offsets[(IN, 0)]) == (1, 2, 4)
+    [fresh] = kafka.created
+    assert fresh.calls[:2] == ["init", "begin"]
+    assert kafka.values() == [value(o) for o in range(4)]
+    assert kafka.discarded == [kept] and kafka.released == [fresh]
+
+
+def test_kept_producer_fenced_since_its_own_commit_is_found_out_late_and_replaced(kafka):
+    """Its own stamp is still the committed one, but another worker initialised a producer since (and
+    died before committing): the first produce is refused as fenced (8d), nothing of it is visible, and
+    a fresh producer writes the rows once."""
+    cfg = config()
+    kafka.offsets[(IN, 0)] = 2
+    kafka.outputs.extend(("out", value(o), o) for o in (0, 1))
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kept.committed_stamp = _offsets.stamp(cfg)
+    kept.fail["produce"] = [fenced()]
+    stats = run(cfg, range(4))
+    assert kept.calls[:2] == ["begin", "produce"]
+    assert kafka.values() == [value(o) for o in range(4)]
+    assert (stats.producers_replaced, kafka.offsets[(IN, 0)]) == (1, 4)
+    assert kafka.discarded == [kept]
 
 
 def test_kept_current_producer_checks_with_the_committed_offset_and_goes_on_in_that_transaction(kafka):
