@@ -402,32 +402,37 @@ def stop_worker(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
-def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstrap, names, tmp_path):
+@pytest.mark.parametrize("crash_at", ["after_send_offsets", "before_produce"])
+def test_a_kept_producer_takes_the_partition_back_from_a_worker_killed_mid_task(
+    bootstrap, names, tmp_path, crash_at
+):
     """Two Python workers take input partition 0 in turn, keeping their producers between tasks as
-    PySpark workers do. Worker 2 is SIGKILLed between send_offsets and commit (F3), its transaction open
-    with the partition's offsets in it. Spark retries the task on worker 1, whose producer was kept from
-    batch 0: step 2 must abort that transaction for it as for a fresh producer. Before, the kept
-    producer skipped init_transactions and the committed-offset read waited on UNSTABLE_OFFSET_COMMIT
-    until operation_timeout_ms (5 s here; the transaction stays open for transaction_timeout_ms, 60 s)
-    and failed the attempt."""
+    PySpark workers do; worker 1 commits batch 0. Worker 2 takes batch 1 and is SIGKILLed, and Spark
+    retries the task on worker 1, whose producer was kept from batch 0:
+    - after_send_offsets (F3): worker 2's transaction is open with the partition's offsets in it, and
+      step 2 must abort it for the kept producer as for a fresh one. Before, the kept producer skipped
+      init_transactions and the committed-offset read waited on UNSTABLE_OFFSET_COMMIT until
+      operation_timeout_ms (5 s here; the transaction stays open for transaction_timeout_ms, 60 s)
+      and failed the attempt.
+    - before_produce (F1): worker 2's fresh producer's init_transactions fenced worker 1's, and nothing
+      was committed since, so worker 1's own stamp is still the committed metadata and it skips step
+      2's round trip: its first write is refused as fenced (8d), and it takes the partition back with
+      a fresh producer."""
     source, output, app_id = names("in"), names("out"), names("app")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
     sent = testing.produce_sequence(bootstrap, source, 1, 300)
     once = tmp_path / "once"
     once.mkdir()
-
     args = (tmp_path, bootstrap, app_id, source, output)
     first = start_worker(*args, "worker-1")
     try:
         assert task(first, 0, 0, 100)["last_offset"] == 99
-        crash = {"EOS_CRASH_AT": "after_send_offsets", "EOS_CRASH_ONCE_DIR": str(once)}
+        crash = {"EOS_CRASH_AT": crash_at, "EOS_CRASH_ONCE_DIR": str(once)}
         second = start_worker(*args, "worker-2", crash)
         assert task(second, 1, 100, 200) is None, "worker 2 should have died"
         assert second.wait(30) == -signal.SIGKILL
-        assert (once / "crashed-after_send_offsets").exists(), (
-            "the kill between offsets and commit never came"
-        )
+        assert (once / f"crashed-{crash_at}").exists(), f"the kill at {crash_at} never came"
 
         retried = task(first, 1, 100, 200)  # Spark's retry, on the worker with a kept producer
         assert "error" not in retried, retried
@@ -435,6 +440,12 @@ def test_a_kept_producer_aborts_the_transaction_another_worker_left_open(bootstr
         assert task(first, 2, 200, 300)["producers_replaced"] == 0  # the fresh producer is kept in turn
     finally:
         stop_worker(first)
+    if crash_at == "before_produce":
+        log = (tmp_path / "worker-1.log").read_text().splitlines()
+        [found] = [ln for ln in log if "kept producer was fenced" in ln]
+        # found out by its first write (adding the output partition), not by step 2's round trip
+        assert "Failed to add partitions to transaction" in found, found
+        assert "send_offsets_to_transaction" not in found, found
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result
 
@@ -466,45 +477,5 @@ def test_a_kept_producer_displaced_by_another_worker_is_found_out_before_it_writ
     log = (tmp_path / "worker-1.log").read_text()
     assert "a newer producer committed this partition" in log, log[-3000:]  # no round trip, no delivery
     assert "send_offsets_to_transaction" not in log and "fenced" not in log.lower(), log[-3000:]
-    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
-    assert result.exactly_once, result
-
-
-def test_a_kept_producer_fenced_since_its_own_last_commit_is_replaced_at_its_first_write(
-    bootstrap, names, tmp_path
-):
-    """Worker 1 commits batch 0, and its stamp stays the committed metadata: it skips step 2's round
-    trip next time. Worker 2 takes batch 1 and is SIGKILLed after its fresh producer's
-    init_transactions (which fenced worker 1's) and before any write (F1): nothing committed since.
-    Spark retries on worker 1, whose first write is refused as fenced (8d): it takes the partition
-    back with a fresh producer, and batch 1 is written once."""
-    source, output, app_id = names("in"), names("out"), names("app")
-    testing.create_topic(bootstrap, source, 1)
-    testing.create_topic(bootstrap, output, 1)
-    sent = testing.produce_sequence(bootstrap, source, 1, 300)
-    once = tmp_path / "once"
-    once.mkdir()
-    args = (tmp_path, bootstrap, app_id, source, output)
-    first = start_worker(*args, "worker-1")
-    try:
-        assert task(first, 0, 0, 100)["last_offset"] == 99
-        crash = {"EOS_CRASH_AT": "before_produce", "EOS_CRASH_ONCE_DIR": str(once)}
-        second = start_worker(*args, "worker-2", crash)
-        assert task(second, 1, 100, 200) is None, "worker 2 should have died"
-        assert second.wait(30) == -signal.SIGKILL
-        assert (once / "crashed-before_produce").exists(), "the kill after init_transactions never came"
-
-        retried = task(first, 1, 100, 200)
-        assert "error" not in retried, retried
-        assert (retried["producers_replaced"], retried["skipped"], retried["last_offset"]) == (1, 0, 199)
-        assert task(first, 2, 200, 300)["producers_replaced"] == 0
-    finally:
-        stop_worker(first)
-    [found] = [
-        ln for ln in (tmp_path / "worker-1.log").read_text().splitlines() if "kept producer was fenced" in ln
-    ]
-    # found out by its first write (adding the output partition), not by step 2's round trip
-    assert "Failed to add partitions to transaction" in found, found
-    assert "send_offsets_to_transaction" not in found, found
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result
