@@ -68,8 +68,9 @@ class Incarnation:
             return
         self.stats.offsets_seconds += time.monotonic() - t
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
+        self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
         if self.config.exactly_once:
-            self._prove(entries.get(tp))
+            self._prove(entries.get(tp), self.witnesses)
         if self.job.check_input:
             _input.require_unshared(self.scope, entries.get(tp))
         # Step 2 for a kept producer, done by the first transaction (`begin`): not before the task's
@@ -89,7 +90,6 @@ class Incarnation:
             # committed since, and one initialised since without committing fences it at its first
             # request instead (8d), before anything of this transaction is visible.
         self.stats.committed_before = self.committed
-        self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
         if self.job.functions.stores:  # step 4
             if self.state is None:
                 self.state = PartitionState(self.scope, self.job.functions.stores)
@@ -99,13 +99,12 @@ class Incarnation:
                 self.state.reopen(self.committed, self.witnesses)
             self.stats.restored = self.state.restored
 
-    def _prove(self, entry: _offsets.Committed | None) -> None:
-        """Step 3b: the transaction that committed `entry` is visible on every partition it wrote to
-        (`eos._core._proof`); else nothing below it is skipped."""
-        found = _offsets.fields(entry.metadata) if entry is not None else None
-        if not found or _witness.FIELD not in found:
+    def _prove(self, entry: _offsets.Committed | None, witnesses: dict[tuple[str, int], int]) -> None:
+        """Step 3b: the transaction that committed `entry` (its `witnesses`) is visible on every
+        partition it wrote to (`eos._core._proof`); else nothing below it is skipped."""
+        if not witnesses:
             return
-        witnesses = _witnesses(entry)
+        found = _offsets.fields(entry.metadata)
         lost = _proof.aborted(self.config, self.scope.transactional_id, entry.metadata, witnesses, self.log)
         if lost:
             raise _lost(self.scope, entry, found, len(witnesses), lost)
