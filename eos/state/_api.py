@@ -31,24 +31,16 @@ class Store:
         self._text_key = isinstance(spec.key_serde, StrSerde)
 
     def _key(self, key: Any) -> bytes:
-        if type(key) is bytes:
-            if self._bytes_key:
-                return key
-            if self._text_key:
-                try:
-                    key.decode("utf-8")
-                    return key
-                except UnicodeDecodeError:
-                    pass  # the general path below says so
-        if key is None:
-            raise TypeError(
-                f"store {self.name!r}: a key cannot be None (a Kafka record without a key has row.key"
-                " None): decide in process what such a row does, skip it (return None) or give it a key"
-            )
-        if isinstance(key, bytearray | memoryview):
+        if type(key) is not bytes:  # a Kafka key is: the per-row path of `process` skips this
+            if key is None:
+                raise TypeError(
+                    f"store {self.name!r}: a key cannot be None (a Kafka record without a key has row.key"
+                    " None): decide in process what such a row does, skip it (return None) or give it a key"
+                )
+            if not isinstance(key, bytes | bytearray | memoryview):
+                return self._spec.key_serde.dumps(key)
             key = bytes(key)
-        serde = self._spec.key_serde
-        if isinstance(key, bytes) and isinstance(serde, StrSerde):
+        if self._text_key:
             # Kafka keys arrive as bytes: the str serde stores them as they are if keys() can read them back.
             try:
                 key.decode("utf-8")
@@ -57,7 +49,7 @@ class Store:
                     f"store {self.name!r}: key {key!r} is not UTF-8 text; declare key_serde='bytes'"
                 ) from None
             return key
-        return serde.dumps(key)
+        return key if self._bytes_key else self._spec.key_serde.dumps(key)
 
     def get(self, key: Any, default: Any = None) -> Any:
         data = self._backend.get(self._key(key))
