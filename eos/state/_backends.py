@@ -4,10 +4,8 @@ data (for `eos state show`, which is not told the query's config). RocksDB is an
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 
 from eos.state._store import PartitionStore
@@ -39,14 +37,3 @@ def peek(directory: Path, name: str) -> tuple[str, int, int | None] | None:
         except Exception:  # damaged or half-written: shown as unreadable
             return None
     return None
-
-
-@contextlib.contextmanager
-def opened(kind: str, directory: Path, name: str, transactional: bool) -> Iterator[PartitionStore]:
-    """A store of backend `kind`, open (for tools and tests)."""
-    store = backend(kind)(directory, name, transactional)
-    store.open(lock_timeout_s=1)
-    try:
-        yield store
-    finally:
-        store.close()
