@@ -22,7 +22,7 @@ from eos._core._scope import PartitionScope
 from eos._kafka import _changelog, _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
 from eos.state import StoreSpec
-from eos.state._backends import backend
+from eos.state._backends import KINDS, backend
 from eos.state._partition import PartitionState
 from eos.state._store import PartitionStore
 from tests.support.configs import config as base_config
@@ -93,8 +93,7 @@ def config(tmp_path: Path, mode: str = "transactional", guarantee: str = "exactl
         processing_guarantee=guarantee,
         state_dir=str(tmp_path),
         state_mode=mode,
-        state_store=KIND,
-        **kw,
+        **{"state_store": KIND, **kw},
     )
 
 
@@ -271,6 +270,22 @@ def test_reopen_after_an_abort_uses_the_witnesses_it_is_given(
     assert changelogs.restores == []
     state.reopen(None)  # no witnesses: read
     assert changelogs.restores == []  # the store is at 6 now: nothing left to read either way
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_store_left_by_the_other_backend_is_restored_once_and_its_files_deleted(
+    tmp_path, changelogs, opened_states, mode
+):
+    """`state_store` changed on an existing state directory: the checkpoint file is there, the new
+    backend has no data, so the store is restored whole, and the other backend's files go."""
+    seed(tmp_path, "counts", {b"a": b"1"}, offset=2)  # this test's backend (KIND)
+    other = next(k for k in KINDS if k != KIND)
+    changelogs.records["counts"] = [(b"a", b"1"), (b"b", b"2")]
+    state = opened_states(config(tmp_path, mode, state_store=other), "counts")
+    assert changelogs.restores == [("counts", 0)]
+    assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2"}
+    assert not (store_dir(tmp_path) / f"counts.{KIND}").exists()
+    assert (store_dir(tmp_path) / f"counts.{other}").exists()
 
 
 @pytest.mark.parametrize("mode", MODES)
