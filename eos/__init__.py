@@ -5,6 +5,7 @@ df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.
 """
 
 from eos._core._job import Commit
+from eos._log import Formatter as LogFormatter
 from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
 from eos._version import __version__ as __version__
@@ -69,6 +70,7 @@ __all__ = [
     "InputOrderError",
     "JsonSerde",
     "KafkaClientError",
+    "LogFormatter",
     "Output",
     "place",
     "OutputTypeError",

@@ -195,7 +195,7 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     committed = _offsets.committed(config, tps, stable=False)
     unstarted = [tp for tp, offset in committed.items() if offset is None]
     if unstarted:
-        log = get_logger(app_id=config.app_id)
+        log = get_logger("eos.session", app_id=config.app_id)
         starts = _offsets.log_offsets(config, unstarted, config.starting_offsets == "latest", log)
         try:
             if starts:
@@ -223,7 +223,7 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
     otherwise, and eos skips whatever the group has already committed.
     """
     start = starting_offsets(config, topics)
-    log = get_logger(app_id=config.app_id)
+    log = get_logger("eos.session", app_id=config.app_id)
     log.info("reading stream", topics=list(topics), starting_offsets=start)
     _cluster.warn_offsets_retention(config, log)
     reader = spark.readStream.format("kafka")
@@ -301,7 +301,7 @@ def _hide_secret_options(spark) -> None:
         if widened != current:
             spark.conf.set(SPARK_OPTIONS_REDACTION_CONF, widened)
     except Exception as exc:  # noqa: BLE001 - whatever the session says, format("eos") still works
-        get_logger().warning(
+        get_logger("eos.session").warning(
             f"could not set {SPARK_OPTIONS_REDACTION_CONF}: Spark's plans, UI and event logs may show"
             ' secret-bearing format("eos") options; set it (or spark.redaction.regex) to'
             " eos.config.SPARK_REDACTION_REGEX yourself",

@@ -135,7 +135,7 @@ class Sink:
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
-        self.log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee)
+        self.log = get_logger("eos.sink", app_id=config.app_id, guarantee=config.processing_guarantee)
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark Connect pickles the sink to run it on the server: the logger holds a stream.
@@ -144,7 +144,9 @@ class Sink:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.history = deque(maxlen=state["history_size"])
-        self.log = get_logger(app_id=self.config.app_id, guarantee=self.config.processing_guarantee)
+        self.log = get_logger(
+            "eos.sink", app_id=self.config.app_id, guarantee=self.config.processing_guarantee
+        )
 
     @property
     def last(self) -> BatchSummary | None:

@@ -234,7 +234,9 @@ class PartTask:
         self.part = part
         self.topic = _names.parts_topic(config.app_id)
         tid = _names.part_transactional_id(config.app_id, part) if config.exactly_once else None
-        self.log = get_logger(app_id=config.app_id, part=part, transactional_id=tid, batch_id=job.batch_id)
+        self.log = get_logger(
+            "eos.task", app_id=config.app_id, part=part, transactional_id=tid, batch_id=job.batch_id
+        )
         self.stats = PartitionStats(self.topic, part, tid)
         self.tid = tid
         self.producer: _producer.OutputProducer | None = None

@@ -36,7 +36,12 @@ class PartitionScope:
     ) -> PartitionScope:
         tid = config.transactional_id(topic, partition) if config.exactly_once else None
         log = get_logger(
-            app_id=config.app_id, topic=topic, partition=partition, transactional_id=tid, batch_id=batch_id
+            "eos.task",
+            app_id=config.app_id,
+            topic=topic,
+            partition=partition,
+            transactional_id=tid,
+            batch_id=batch_id,
         )
         return cls(config, topic, partition, batch_id, tid, log, query)
 

@@ -77,7 +77,7 @@ def _tested(client_version: str) -> bool:
     """Whether `client_version` is one of TESTED_CONFLUENT_KAFKA; logs once per process why not."""
     if client_version in TESTED_CONFLUENT_KAFKA:
         return True
-    get_logger().info(
+    get_logger("eos.producer").info(
         "arrow produce off",
         confluent_kafka=client_version,
         reason="eos reads librdkafka's handle from confluent-kafka's private object layout only under the"
@@ -115,7 +115,7 @@ def _library() -> ctypes.CDLL | None:
             ctypes.c_int,
         ]
     except (OSError, AttributeError) as exc:  # no such symbol, no loadable file
-        get_logger().debug("arrow produce unavailable", reason=str(exc))
+        get_logger("eos.producer").debug("arrow produce unavailable", reason=str(exc))
         return None
     return lib
 

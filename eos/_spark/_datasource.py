@@ -333,7 +333,9 @@ class _Writer(*_WRITER_BASES):
         partitions = [
             {"task": m.task, "attempt": m.attempt, **stats} for m in messages if m for stats in m.partitions
         ]
-        log = get_logger(app_id=config.app_id, guarantee=config.processing_guarantee, batch_id=batch_id)
+        log = get_logger(
+            "eos.sink", app_id=config.app_id, guarantee=config.processing_guarantee, batch_id=batch_id
+        )
         log.info(
             f"batch {outcome}",
             partitions=len(partitions),

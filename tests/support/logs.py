@@ -7,14 +7,14 @@ from typing import Any
 
 
 class Log:
-    """Records `(level, event, fields)`; calling it (as `get_logger(**context)`) binds `context` to
+    """Records `(level, event, fields)`; calling it (as `get_logger(name, **context)`) binds `context` to
     every later event, as structlog's `bind` does."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, dict[str, Any]]] = []
         self.context: dict[str, Any] = {}
 
-    def __call__(self, **context: Any) -> Log:
+    def __call__(self, name: str = "eos", /, **context: Any) -> Log:
         self.context = context
         return self
 

@@ -14,7 +14,6 @@ from eos._kafka import _clients
 from eos._kafka._pool import _cache_key
 from eos._kafka._producer import OutputProducer
 from eos.session import free_port
-from tests.support.logs import Log
 
 
 class Records(logging.Handler):
@@ -61,29 +60,23 @@ def test_every_client_eos_builds_logs_through_eos_kafka_not_stderr(kafka_records
     assert "logger" not in str(_cache_key(cfg, cfg.transactional_id("in", 0)))
 
 
-@pytest.mark.parametrize(
-    ("level", "expected"),
-    [
-        (logging.CRITICAL, "error"),
-        (logging.ERROR, "debug"),
-        (logging.WARNING, "debug"),
-        (logging.INFO, "debug"),
-    ],
-)
-def test_librdkafka_lines_are_debug_in_eos_log_save_critical_ones(monkeypatch, level, expected):
-    log = Log()
-    monkeypatch.setattr(_log, "get_logger", log)
-    args = ("FAIL", "rdkafka#producer-1", "Connect to ipv4#127.0.0.1:1 failed: Connection refused")
-    _log._ToEosLog().emit(logging.LogRecord("eos.kafka", level, __file__, 1, "%s [%s] %s", args, None))
-    assert log.events == [
-        (
-            expected,
-            "librdkafka",
-            {
-                "facility": "FAIL",
-                "client": "rdkafka#producer-1",
-                "rdkafka_level": logging.getLevelName(level).lower(),
-                "message": args[2],
-            },
-        )
-    ]
+def test_librdkafka_lines_are_critical_only_unless_debug(monkeypatch):
+    """What librdkafka logs below CRITICAL is mostly what it retries by itself: eos.kafka starts at
+    CRITICAL, or DEBUG with EOS_LOG_LEVEL=DEBUG, unless the application set its level."""
+    kafka = logging.getLogger(_log.KAFKA_LOGGER)
+    saved = kafka.level, logging.getLogger("eos").level
+    try:
+        for wanted, expected in ((None, logging.CRITICAL), ("debug", logging.DEBUG)):
+            kafka.setLevel(logging.NOTSET)
+            monkeypatch.delenv("EOS_LOG_LEVEL", raising=False)
+            if wanted:
+                monkeypatch.setenv("EOS_LOG_LEVEL", wanted)
+            _log.forget_setup()
+            assert _log.kafka_logger().level == expected
+        kafka.setLevel(logging.WARNING)  # the application's choice stays
+        _log.forget_setup()
+        assert _log.kafka_logger().level == logging.WARNING
+    finally:
+        kafka.setLevel(saved[0])
+        logging.getLogger("eos").setLevel(saved[1])
+        _log.forget_setup()

@@ -4,12 +4,12 @@ matrix's. Any other version keeps the per-record loop, and says why in the log."
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from structlog.testing import capture_logs
 
 from eos._kafka import _rdkafka
 from tests.matrix import COMBOS
@@ -25,14 +25,14 @@ def producer():
     producer.flush(0)
 
 
-def test_a_confluent_kafka_version_outside_the_allowlist_keeps_the_loop(producer, monkeypatch):
+def test_a_confluent_kafka_version_outside_the_allowlist_keeps_the_loop(producer, monkeypatch, caplog):
     if _rdkafka._client_version() in _rdkafka.TESTED_CONFLUENT_KAFKA:  # make test's, make matrix's
         assert _rdkafka.ArrowProducer.of(producer) is not None
     monkeypatch.setattr(_rdkafka, "_client_version", lambda: "2.99.0", raising=False)
-    with capture_logs() as logs:
-        assert _rdkafka.ArrowProducer.of(producer) is None
-        assert _rdkafka.handle(producer) is None
-    (line,) = [e for e in logs if e["event"] == "arrow produce off"]
+    caplog.set_level(logging.DEBUG, logger="eos")
+    assert _rdkafka.ArrowProducer.of(producer) is None
+    assert _rdkafka.handle(producer) is None
+    (line,) = [r.eos for r in caplog.records if getattr(r, "eos", {}).get("event") == "arrow produce off"]
     assert line["confluent_kafka"] == "2.99.0" and "2.12.1" in line["reason"], line
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from structlog.testing import capture_logs
 
 import eos
 from eos import session
@@ -38,10 +37,11 @@ UNTRANSLATABLE = [
 @pytest.mark.parametrize("value", UNTRANSLATABLE)
 def test_an_untranslatable_jaas_config_is_refused_without_any_of_its_value(value, caplog):
     caplog.set_level(logging.DEBUG)
-    with capture_logs() as logs, pytest.raises(eos.ConfigError) as info:
+    caplog.set_level(logging.DEBUG, logger="eos")
+    with pytest.raises(eos.ConfigError) as info:
         from_java({"sasl.jaas.config": value})
     assert info.value.field == "sasl.jaas.config"
-    shown = f"{info.value}\n{info.value.reason}\n{logs}\n{caplog.text}"
+    shown = f"{info.value}\n{info.value.reason}\n{caplog.text}"
     assert SECRET not in shown, shown
     assert info.value.__cause__ is None and info.value.__context__ is None
 
@@ -49,13 +49,13 @@ def test_an_untranslatable_jaas_config_is_refused_without_any_of_its_value(value
 @pytest.mark.parametrize("value", UNTRANSLATABLE)
 def test_format_eos_and_the_cli_refuse_it_without_its_value(value, caplog):
     caplog.set_level(logging.DEBUG)
-    with capture_logs() as logs:
-        with pytest.raises(eos.ConfigError) as info:
-            settings_of({**GOOD, "kafka.sasl.jaas.config": value})
-        with pytest.raises(CliError) as cli:
-            client_settings({"sasl.jaas.config": value}, "--command-config f")
+    caplog.set_level(logging.DEBUG, logger="eos")
+    with pytest.raises(eos.ConfigError) as info:
+        settings_of({**GOOD, "kafka.sasl.jaas.config": value})
+    with pytest.raises(CliError) as cli:
+        client_settings({"sasl.jaas.config": value}, "--command-config f")
     assert info.value.field == "kafka.sasl.jaas.config"
-    shown = f"{info.value}\n{cli.value}\n{logs}\n{caplog.text}"
+    shown = f"{info.value}\n{cli.value}\n{caplog.text}"
     assert SECRET not in shown, shown
 
 
@@ -106,10 +106,11 @@ def test_format_eos_config_errors_never_show_a_secret(bad, named, caplog):
     if "eos.value.serializer" in bad:
         del options["eos.schema.registry.url"]
     caplog.set_level(logging.DEBUG)
-    with capture_logs() as logs, pytest.raises(eos.ConfigError) as info:
+    caplog.set_level(logging.DEBUG, logger="eos")
+    with pytest.raises(eos.ConfigError) as info:
         settings_of(options)
     assert named in str(info.value)
-    shown = f"{info.value}\n{logs}\n{caplog.text}"
+    shown = f"{info.value}\n{caplog.text}"
     assert SECRET not in shown, shown
 
 
@@ -162,10 +163,11 @@ def test_register_widens_the_sessions_option_redaction_regex():
     assert len(spark.dataSource.registered) == 2
 
 
-def test_a_session_that_refuses_the_conf_registers_with_a_warning():
+def test_a_session_that_refuses_the_conf_registers_with_a_warning(caplog):
     spark = _Session(_Conf("(?i)url", refuse=True))
-    with capture_logs() as logs:
-        session.register(spark, "eos-z")
+    caplog.set_level(logging.DEBUG, logger="eos")
+    session.register(spark, "eos-z")
     assert len(spark.dataSource.registered) == 1
-    assert [e["log_level"] for e in logs] == ["warning"]
+    logs = [r.eos for r in caplog.records if r.name.startswith("eos")]
+    assert [r.levelname for r in caplog.records if r.name.startswith("eos")] == ["WARNING"]
     assert SPARK_OPTIONS_REDACTION_CONF in logs[0]["event"] and "CANNOT_MODIFY_CONFIG" in logs[0]["error"]
