@@ -211,6 +211,10 @@ class Config:
     output_topic_column: str | None = None
     #: Column holding each output record's partition (else the producer's murmur2 partitioner decides).
     output_partition_column: str | None = None
+    #: Column holding each output record's timestamp: a Spark timestamp or epoch milliseconds (null: the
+    #: producer's clock, as Spark's Kafka sink writes). "timestamp", the Kafka source's own column,
+    #: carries each input record's timestamp to its outputs, as Kafka Streams does.
+    output_timestamp_column: str | None = None
     #: Commit a partition's transaction after this many input records...
     commit_every: int = attrs.field(default=100_000, validator=_positive)
     #: ...or once the input it holds for a redo takes this many bytes (Arrow, in the task's memory)...
@@ -254,8 +258,8 @@ class Config:
     #: one per input partition; a kept one saves an init_transactions when the partition comes back).
     max_producers_per_worker: int = attrs.field(default=16, validator=_positive)
     #: exactly_once: hand each batch's value and key columns to librdkafka whole (one call per 10,000
-    #: records) where the outputs go to one topic with no headers and no partition column; false: one
-    #: confluent-kafka produce() per record, as at_least_once always does.
+    #: records) where the outputs go to one topic with no headers, partition or timestamp column; false:
+    #: one confluent-kafka produce() per record, as at_least_once always does.
     arrow_produce: bool = attrs.field(default=True, validator=_boolean)
     #: What a bad record does (one whose `process` raises or returns what Kafka cannot carry, whose output
     #: the broker refuses as too large or invalid): "fail" stops the query naming it; "dead_letter" writes
@@ -332,7 +336,7 @@ class Config:
             not _NAME.match(self.output_topic) or len(self.output_topic) > 249
         ):
             raise ConfigError("output_topic", f"{self.output_topic!r} is not a legal Kafka topic name")
-        for name in ("output_topic_column", "output_partition_column"):
+        for name in ("output_topic_column", "output_partition_column", "output_timestamp_column"):
             value = getattr(self, name)
             if value in ("topic", "partition", "offset"):
                 raise ConfigError(name, f"{value!r} is an input coordinate column; name another column")

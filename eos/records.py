@@ -7,6 +7,7 @@ objects, mappings with the same field names, or bare `bytes`/`str` values.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +28,10 @@ class Output:
     topic: str | None = None
     #: Overrides the producer's partitioner for this record.
     partition: int | None = None
+    #: The record's timestamp: epoch milliseconds or a `datetime` (a naive one is local time, as
+    #: Spark's rows hold timestamps); None: the producer's clock (or the row's
+    #: `output_timestamp_column`).
+    timestamp: int | datetime.datetime | None = None
 
 
 def to_bytes(field: str, value: Any) -> bytes | None:
@@ -70,7 +75,7 @@ def _one(item: Any) -> Output:
     if isinstance(item, Output):
         return _routed(item)
     if isinstance(item, Mapping):
-        unknown = set(item) - {"value", "key", "headers", "topic", "partition"}
+        unknown = set(item) - {"value", "key", "headers", "topic", "partition", "timestamp"}
         if unknown:
             field = sorted(unknown)[0]
             raise OutputTypeError(field, item, f"output has unknown field {field!r}")
@@ -98,7 +103,35 @@ def _routed(out: Output) -> Output:
             partition,
             f"output field 'partition' must be an int >= 0 (None: the partitioner picks), not {partition!r}",
         )
+    if out.timestamp is not None:
+        out.timestamp = timestamp_ms(out.timestamp)
     return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def datetime_ms(value: datetime.datetime) -> int:
+    """Epoch milliseconds, exactly (a naive datetime is local time, as `datetime.timestamp` takes it)."""
+    aware = value if value.tzinfo is not None else value.astimezone()
+    return (aware - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def timestamp_ms(value: Any) -> int:
+    """An output timestamp as the epoch milliseconds Kafka carries (OutputTypeError naming `timestamp`)."""
+    if isinstance(value, datetime.datetime):
+        ms = datetime_ms(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise OutputTypeError(
+            "timestamp",
+            value,
+            f"output field 'timestamp' must be epoch milliseconds (int) or a datetime, not {value!r}",
+        )
+    if ms < 0:
+        raise OutputTypeError("timestamp", value, f"output field 'timestamp' is before 1970: {value!r}")
+    return ms
 
 
 # -- the producer's input: output records as columns --------------------------------------------------
@@ -125,6 +158,8 @@ class Outputs:
     keys: pa.Array | pa.ChunkedArray | list[Any] | None = None
     headers: list[Any] | None = None
     partitions: list[int | None] | None = None
+    #: epoch milliseconds, None where the producer's clock stamps the record
+    timestamps: list[int | None] | None = None
     offsets: pa.Array | None = None
     first: int = -1
     last: int = -1

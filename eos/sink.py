@@ -162,7 +162,9 @@ class Sink:
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.monotonic()
         has_process = self.functions.any
-        layout, columns = batch_layout(self.config, batch_df.dtypes, has_process)  # 1
+        layout, columns = batch_layout(
+            self.config, batch_df.dtypes, has_process, self.functions.process_batch is not None
+        )  # 1
         driver = {"layout_ms": _ms_since(started)}  # BatchSummary.driver
         mark = time.monotonic()
         check_output_topic(self.config, self.log)  # 2

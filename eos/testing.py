@@ -79,6 +79,8 @@ class OutputRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple
+    #: epoch milliseconds (the record's create time, or the broker's with LogAppendTime)
+    timestamp: int | None = None
 
 
 def write_markers(bootstrap: str, topic: str) -> str:
@@ -117,7 +119,9 @@ def read_topic(
             if marker is not None and any(k == MARKER_HEADER and v == marker.encode() for k, v in headers):
                 waiting.discard(msg.partition())
             continue
-        records.append(OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers))
+        records.append(
+            OutputRecord(msg.partition(), msg.offset(), msg.key(), msg.value(), headers, msg.timestamp()[1])
+        )
     return records, sorted(waiting)
 
 

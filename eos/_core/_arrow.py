@@ -34,6 +34,7 @@ class Layout:
     headers: str | None = None
     out_topic: str | None = None
     out_partition: str | None = None
+    out_timestamp: str | None = None
 
 
 def tp_runs(
@@ -147,8 +148,23 @@ def passthrough(
         keys=run.column(layout.key) if layout.key else None,
         headers=headers_of(headers) if headers is not None else None,
         partitions=run.column(layout.out_partition).to_pylist() if layout.out_partition else None,
+        timestamps=timestamps_ms(run.column(layout.out_timestamp)) if layout.out_timestamp else None,
         offsets=run.column(layout.offset) if offsets is None else offsets,
     )
+
+
+_MS_PER = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+def timestamps_ms(column: pa.Array | pa.ChunkedArray) -> list[int | None] | None:
+    """A timestamp column (Spark's `timestamp`: UTC instants) or an integer one (epoch milliseconds) as
+    the epoch milliseconds a producer takes, None for a null; None for a column of nulls only."""
+    if column.null_count == len(column):
+        return None
+    if pa.types.is_timestamp(column.type):
+        times, over = _MS_PER[column.type.unit]
+        return [None if v is None else v * times // over for v in column.cast(pa.int64()).to_pylist()]
+    return column.to_pylist()
 
 
 def headers_of(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
@@ -158,12 +174,16 @@ def headers_of(column: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
 
 # -- process_batch ---------------------------------------------------------------------------------------
 
-OUTPUT_FIELDS = ("value", "key", "headers", "topic", "partition")
+OUTPUT_FIELDS = ("value", "key", "headers", "topic", "partition", "timestamp")
 _KINDS = {
     "value": ("binary or string", (is_bytes,)),
     "key": ("binary or string", (is_bytes,)),
     "topic": ("string", (pa.types.is_string, pa.types.is_large_string)),
     "partition": ("integer", (pa.types.is_integer,)),
+    "timestamp": (
+        "a timestamp with a time zone (pa.timestamp('ms', tz='UTC')) or an integer (epoch milliseconds)",
+        (lambda t: pa.types.is_timestamp(t) and t.tz is not None, pa.types.is_integer),
+    ),
 }
 
 
@@ -180,9 +200,9 @@ def batch_outputs(
     """Validate what a `process_batch` call over input offsets first..last returned; its columns.
 
     The output columns are `eos.Output`'s fields: `value` (required), `key`, `headers`, `topic`,
-    `partition`. Anything else raises ProcessError naming the first input record of the call (not a
-    poison record: the function's output is wrong, whatever its input). The fields in `serialized` may
-    have any type (a Schema Registry serializer encodes them).
+    `partition`, `timestamp`. Anything else raises ProcessError naming the first input record of the
+    call (not a poison record: the function's output is wrong, whatever its input). The fields in
+    `serialized` may have any type (a Schema Registry serializer encodes them).
     """
 
     def refuse(message: str) -> ProcessError:
@@ -235,6 +255,7 @@ def batch_outputs(
         keys=result.column("key") if "key" in names else None,
         headers=headers_of(result.column("headers")) if "headers" in names else None,
         partitions=column("partition"),
+        timestamps=timestamps_ms(result.column("timestamp")) if "timestamp" in names else None,
         first=first,
         last=last,
     )

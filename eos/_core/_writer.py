@@ -138,6 +138,9 @@ class Writer:
         offsets = chunk.column(layout.offset).to_pylist()
         row_topics = chunk.column(layout.out_topic).to_pylist() if layout.out_topic else None
         row_partitions = chunk.column(layout.out_partition).to_pylist() if layout.out_partition else None
+        row_stamps = (
+            _arrow.timestamps_ms(chunk.column(layout.out_timestamp)) if layout.out_timestamp else None
+        )
         default_topic = self.config.output_topic
         dead = self.dead.found if self.dead is not None else {}
         for i, row in enumerate(_rows.rows(chunk, self.functions.struct)):
@@ -155,12 +158,16 @@ class Writer:
                 raise self._process_error(None, exc, offset) from exc
             except Exception as exc:  # noqa: BLE001 - any user error aborts and names the record
                 raise self._process_error("process", exc, offset) from exc
-            # An output without its own topic / partition takes the row's column, else the config's topic.
+            # An output without its own topic / partition / timestamp takes the row's column, else the
+            # config's topic.
             row_topic = row_topics[i] if row_topics is not None else default_topic
             row_partition = row_partitions[i] if row_partitions is not None else None
+            row_stamp = row_stamps[i] if row_stamps is not None else None
             for out in outs:
                 if out.partition is None and row_partition is not None:
                     out.partition = row_partition
+                if out.timestamp is None and row_stamp is not None:
+                    out.timestamp = row_stamp
                 if serializers is not None:
                     serializers.record(out, out.topic or row_topic, self.topic, self.partition, offset)
                 records.produce(out, out.topic or row_topic, self.topic, self.partition, offset)

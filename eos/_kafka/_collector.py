@@ -95,6 +95,14 @@ class RecordCollector:
             raise ProduceError(
                 str(exc), topic=in_topic, partition=in_partition, offset=in_offset, poison=True
             ) from exc
+        if out.timestamp is not None and out.timestamp < 0:
+            raise ProduceError(
+                f"output to {topic!r}: its timestamp {out.timestamp} is before 1970",
+                topic=in_topic,
+                partition=in_partition,
+                offset=in_offset,
+                poison=True,
+            )
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, in_offset)
         if self.exact:
@@ -102,7 +110,19 @@ class RecordCollector:
         else:
             callback = self._fast_callback
         partition = -1 if out.partition is None else out.partition
-        self._send(topic, value, key, partition, callback, headers, in_topic, in_partition, None, in_offset)
+        self._send(
+            topic,
+            value,
+            key,
+            partition,
+            callback,
+            headers,
+            in_topic,
+            in_partition,
+            None,
+            in_offset,
+            out.timestamp,
+        )
         self._sent += 1
         if self._sent % _POLL_EVERY == 0:
             self.serve(f"producing to {topic!r}", 0)
@@ -145,7 +165,9 @@ class RecordCollector:
         for i, name in self._new_topics(outputs):
             self._check_topic(name, in_topic, in_partition, outputs.offset_of(i), outputs.origin(i))
         values, keys = outputs.values, outputs.keys
-        plain = not (self.exact or per_record_topic or outputs.partitions or outputs.headers)
+        plain = not (
+            self.exact or per_record_topic or outputs.partitions or outputs.headers or outputs.timestamps
+        )
         if (
             plain
             and self._arrow is not None
@@ -173,17 +195,27 @@ class RecordCollector:
             topics = topic if per_record_topic else repeat(topic)
             parts = outputs.partitions if outputs.partitions is not None else repeat(None)
             heads = outputs.headers if outputs.headers is not None else repeat(None)
+            stamps = outputs.timestamps if outputs.timestamps is not None else repeat(None)
             keys = keys if keys is not None else repeat(None)
             default = self.config.output_topic
-            for i, t, value, key, p, h in zip(range(n), topics, values, keys, parts, heads, strict=False):
+            rows = zip(range(n), topics, values, keys, parts, heads, stamps, strict=False)
+            for i, t, value, key, p, h, ts in rows:
                 t = t if t is not None else default
                 p = -1 if p is None else p
+                if ts is not None and ts < 0:
+                    raise ProduceError(
+                        f"output to {t!r}: its timestamp {ts} is before 1970{outputs.origin(i)}",
+                        topic=in_topic,
+                        partition=in_partition,
+                        offset=outputs.offset_of(i),
+                        poison=True,
+                    )
                 callback = (
                     partial(self._on_exact_report, outputs.offset_of(i))
                     if self.exact
                     else self._fast_callback
                 )
-                self._send(t, value, key, p, callback, h, in_topic, in_partition, outputs, i)
+                self._send(t, value, key, p, callback, h, in_topic, in_partition, outputs, i, ts)
         # Serve the delivery reports so far (failures surface at the flush).
         self.serve(f"producing outputs of {in_topic}/{in_partition}", 0)
         return n
@@ -266,13 +298,25 @@ class RecordCollector:
         return [(i, t) for t, i in seen.items()]
 
     def _send(
-        self, topic, value, key, partition, callback, headers, in_topic, in_partition, outputs, at
+        self,
+        topic,
+        value,
+        key,
+        partition,
+        callback,
+        headers,
+        in_topic,
+        in_partition,
+        outputs,
+        at,
+        timestamp=None,
     ) -> None:
         """produce() one record, serving delivery reports while the queue is full. `at` is the record's
-        index in `outputs`, or its input offset where `outputs` is None."""
+        index in `outputs`, or its input offset where `outputs` is None; `timestamp` in epoch ms (None:
+        the producer's clock, librdkafka's 0)."""
         while True:
             try:
-                self._producer.produce(topic, value, key, partition, callback, None, 0, headers)
+                self._producer.produce(topic, value, key, partition, callback, None, timestamp or 0, headers)
                 return
             except BufferError:
                 self.serve(f"producing to {topic!r}", _FULL_QUEUE_WAIT_S)

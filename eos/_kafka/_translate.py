@@ -88,6 +88,7 @@ _PERMANENT_DELIVERY_CODES = frozenset(
         KafkaError.MSG_SIZE_TOO_LARGE,
         KafkaError.RECORD_LIST_TOO_LARGE,
         KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._UNKNOWN_TOPIC,
         KafkaError._UNKNOWN_PARTITION,
@@ -103,6 +104,7 @@ _POISON_CODES = frozenset(
         KafkaError.MSG_SIZE_TOO_LARGE,
         KafkaError.RECORD_LIST_TOO_LARGE,
         KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,  # outside the topic's message.timestamp.before/after.max.ms
         KafkaError._UNKNOWN_PARTITION,  # an output partition column naming a partition the topic lacks
     }
 )

@@ -14,12 +14,14 @@ from eos._core._job import Functions, OnCommit, Process, ProcessBatch
 from eos._kafka import _schemas, _topics
 from eos._spark import _partitioning
 from eos.config import Config
-from eos.errors import BatchSchemaError
+from eos.errors import BatchSchemaError, ConfigError
 from eos.state import StoreSpec
 
 _INPUT = {"topic": ("string",), "partition": ("int",), "offset": ("bigint", "int")}
 _BYTES = ("binary", "string")
 _HEADERS = "array<struct<key:string,value:binary>>"
+#: an output timestamp: an instant, or epoch milliseconds (timestamp_ntz is a wall-clock time in no zone)
+_TIMESTAMPS = ("timestamp", "bigint", "int")
 
 
 def functions(
@@ -36,10 +38,16 @@ def functions(
 
 
 def batch_layout(
-    config: Config, dtypes: list[tuple[str, str]], has_process: bool
+    config: Config, dtypes: list[tuple[str, str]], has_process: bool, process_batch: bool = False
 ) -> tuple[Layout, list[str]]:
     """D1: check a batch's columns (`DataFrame.dtypes`); return the names the tasks read and the columns
     they receive. Shared by `Sink` and the `format("eos")` data source."""
+    if process_batch and config.output_timestamp_column is not None:
+        raise ConfigError(
+            "output_timestamp_column",
+            "process_batch's outputs are not the batch's rows, so they cannot take a column of them:"
+            " return a 'timestamp' column from process_batch instead (e.g. the input batch's own)",
+        )
     types = dict(dtypes)
     names = [name for name, _ in dtypes]
 
@@ -71,13 +79,16 @@ def batch_layout(
         for name, allowed in _INPUT.items():
             check(name, allowed, why)
     out_topic, out_partition = config.output_topic_column, config.output_partition_column
+    out_timestamp = config.output_timestamp_column
     if out_topic is not None:
         check(out_topic, ("string",), "named by output_topic_column")
     if out_partition is not None:
         check(out_partition, ("int",), "named by output_partition_column")
+    if out_timestamp is not None:
+        check(out_timestamp, _TIMESTAMPS, "named by output_timestamp_column")
     if has_process:
         # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
-        return Layout(out_topic=out_topic, out_partition=out_partition), names
+        return Layout(out_topic=out_topic, out_partition=out_partition, out_timestamp=out_timestamp), names
 
     # A field with a Schema Registry serializer may be a struct or any type its schema describes.
     serialized = _schemas.serialized_fields(config)
@@ -88,7 +99,7 @@ def batch_layout(
     for name, allowed in (("key", key_types), ("headers", (_HEADERS,))):
         if name in types:
             columns.append(check(name, allowed, ""))
-    for name in (out_topic, out_partition):
+    for name in (out_topic, out_partition, out_timestamp):
         if name is not None and name not in columns:
             columns.append(name)
     layout = Layout(
@@ -97,6 +108,7 @@ def batch_layout(
         headers="headers" if "headers" in columns else None,
         out_topic=out_topic,
         out_partition=out_partition,
+        out_timestamp=out_timestamp,
     )
     return layout, columns
 

@@ -187,7 +187,9 @@ class EosDataSource(DataSource):
         dtypes = [
             (field.name, field.dataType.simpleString()) for field in schema.fields if field.name not in own
         ]
-        layout, _ = batch_layout(settings.config, dtypes, self.functions.any)
+        layout, _ = batch_layout(
+            settings.config, dtypes, self.functions.any, self.functions.process_batch is not None
+        )
         if placement is not None:
             if self.functions.stores:
                 raise ConfigError("stores", "input_mode 'any' has no state stores (see eos.sink)")

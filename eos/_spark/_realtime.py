@@ -35,6 +35,7 @@ from eos._core._task import PartitionTask
 from eos._spark._batch import batch_layout, functions, input_column, missing_input_column
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
+from eos.records import datetime_ms
 from eos.state import StoreSpec
 
 #: Rows gathered before they are fed to the task as one Arrow batch.
@@ -87,6 +88,10 @@ class ForeachWriter:
 
     def process(self, row) -> None:  # R2
         values = row.asDict(recursive=True)
+        stamp = self.config.output_timestamp_column
+        if stamp is not None and isinstance(values.get(stamp), datetime.datetime):
+            # a naive local datetime here; as epoch ms, its Arrow column holds no time zone to guess
+            values[stamp] = datetime_ms(values[stamp])
         with self._lock:
             self._raise_failure()
             if self.task is None:
@@ -149,7 +154,9 @@ class ForeachWriter:
         from pyspark import TaskContext
 
         dtypes = [(name, _spark_type(name, value, self.config)) for name, value in values.items()]
-        layout, _ = batch_layout(self.config, dtypes, self.functions.any)
+        layout, _ = batch_layout(
+            self.config, dtypes, self.functions.any, self.functions.process_batch is not None
+        )
         if input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
         context = TaskContext.get()
@@ -179,6 +186,7 @@ def _spark_type(name: str, value: Any, config: Config) -> str:
         expected = {
             config.output_topic_column: "string",
             config.output_partition_column: "int",
+            config.output_timestamp_column: "timestamp",
             INPUT_COLUMN: INPUT_COLUMN_TYPE,
         }
         return expected.get(name, "binary")

@@ -160,7 +160,7 @@ def test_value_alone_goes_to_the_default_topic_and_none_writes_nothing():
         (pa.RecordBatch.from_pydict({"value": [b"v"], "headers": [{"k": "v"}]}), "column 'headers' has type"),
         (
             pa.RecordBatch.from_pydict({"value": [b"v"], "offset": [1], "timestamp": [2]}),
-            "columns ['offset', 'timestamp'] that are not output fields",
+            "columns ['offset'] that are not output fields",
         ),
         ([b"v"], "returned a list, not a pyarrow RecordBatch or Table"),
     ],
@@ -188,3 +188,25 @@ def test_a_row_without_topic_needs_a_configured_output_topic():
     result = pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "topic": ["t", None]})
     with pytest.raises(eos.ProcessError, match="output row 1 has no topic"):
         batch_outputs(result, **{**CALL, "default_topic": None})
+
+
+def test_output_timestamps_as_epoch_milliseconds():
+    from eos._core._arrow import timestamps_ms
+
+    micros = pa.array([1_795_780_800_123_456, None, 999], pa.timestamp("us", tz="Europe/Paris"))
+    assert timestamps_ms(micros) == [1_795_780_800_123, None, 0]
+    assert timestamps_ms(pa.array([5, None], pa.int64())) == [5, None]
+    assert timestamps_ms(pa.array([None, None], pa.int64())) is None
+
+
+def test_a_process_batch_timestamp_column_needs_a_time_zone_or_epoch_milliseconds():
+    ok = pa.RecordBatch.from_pydict(
+        {"value": [b"a"], "timestamp": pa.array([7_000], pa.timestamp("ms", tz="UTC"))}
+    )
+    assert batch_outputs(ok, **CALL).timestamps == [7_000]
+    naive = pa.RecordBatch.from_pydict({"value": [b"a"], "timestamp": pa.array([7_000], pa.timestamp("ms"))})
+    with pytest.raises(
+        eos.ProcessError,
+        match="column 'timestamp' has type timestamp.ms., expected a timestamp with a time zone",
+    ):
+        batch_outputs(naive, **CALL)

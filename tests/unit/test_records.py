@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from eos.records import Output, OutputTypeError, outputs_of, to_bytes, to_headers
@@ -79,9 +81,33 @@ def test_outputs_of_a_mixed_list_and_a_generator():
 
 def test_unknown_mapping_key_names_it():
     with pytest.raises(OutputTypeError) as info:
-        list(outputs_of([{"value": b"v", "timestamp": 1}]))
+        list(outputs_of([{"value": b"v", "timestamp_ms": 1}]))
+    assert info.value.field == "timestamp_ms"
+    assert "unknown field 'timestamp_ms'" in str(info.value)
+
+
+def test_an_output_timestamp_is_epoch_milliseconds_from_an_int_or_a_datetime():
+    aware = datetime.datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=datetime.timezone.utc)
+    naive_local = aware.astimezone().replace(tzinfo=None)  # as a Spark row holds a timestamp
+    (a, b, c, d) = outputs_of(
+        [
+            Output(b"v", timestamp=1_795_780_800_123),
+            {"value": b"v", "timestamp": aware},
+            Output(b"v", timestamp=naive_local),
+            Output(b"v"),
+        ]
+    )
+    assert a.timestamp == b.timestamp == c.timestamp == 1_795_780_800_123
+    assert d.timestamp is None
+
+
+@pytest.mark.parametrize(
+    "bad", [-1, 1.5, "2026-11-27", True, datetime.datetime(1969, 12, 31, tzinfo=datetime.timezone.utc)]
+)
+def test_a_bad_output_timestamp_names_the_field(bad):
+    with pytest.raises(OutputTypeError) as info:
+        list(outputs_of([Output(b"v", timestamp=bad)]))
     assert info.value.field == "timestamp"
-    assert "unknown field 'timestamp'" in str(info.value)
 
 
 @pytest.mark.parametrize("item", [42, 1.5, object(), ("v", "k")])

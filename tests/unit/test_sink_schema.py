@@ -172,3 +172,22 @@ def test_importing_eos_does_not_import_pyspark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_output_timestamp_column_is_checked_and_passed_to_the_tasks():
+    result, columns = layout(df(), output_timestamp_column="timestamp")
+    assert columns[-1] == "timestamp" and result.out_timestamp == "timestamp"
+    result, _ = layout(df(extra=[("event_ms", "bigint")]), process=len, output_timestamp_column="event_ms")
+    assert result.out_timestamp == "event_ms"
+    for bad in ({"timestamp": "timestamp_ntz"}, {"timestamp": "string"}):
+        with pytest.raises(
+            eos.BatchSchemaError, match="'timestamp' has type .* expected timestamp or bigint or int"
+        ):
+            layout(df(retype=bad), output_timestamp_column="timestamp")
+    with pytest.raises(eos.BatchSchemaError, match="no 'ts' column .named by output_timestamp_column"):
+        layout(df(), output_timestamp_column="ts")
+
+
+def test_process_batch_cannot_take_the_rows_timestamp_column():
+    with pytest.raises(eos.ConfigError, match="output_timestamp_column.*return a 'timestamp' column"):
+        batch_layout(config(output_timestamp_column="timestamp"), df().dtypes, True, process_batch=True)
