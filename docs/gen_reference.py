@@ -6,8 +6,9 @@
     docs/reference/cli.md            every command, subcommand and flag of `eos` (its argparse parsers),
                                      and the exit codes (`eos.cli`'s EXIT_* constants)
     docs/reference/errors.md         every exception class of `eos.errors`, its bases and its docstring
+    docs/reference/java-settings.md  how each Java client setting reaches librdkafka (`_java.SETTINGS`)
 
-    .venv/bin/python docs/gen_reference.py           rewrite the three pages
+    .venv/bin/python docs/gen_reference.py           rewrite the four pages
     .venv/bin/python docs/gen_reference.py --check   exit 1 if a page differs from what the code gives
 
 Nothing is copied by hand: the names come from the code that maps them (`Config.from_properties`,
@@ -794,12 +795,50 @@ def errors_page() -> str:
 # -- the pages ----------------------------------------------------------------------------------------
 
 
+_KINDS = {
+    "same": "passed as it is",
+    "renamed": "renamed",
+    "converted": "converted",
+    "ignored": "ignored (Java only)",
+    "refused": "refused",
+}
+
+
+def java_settings_page() -> str:
+    from eos._kafka import _java
+
+    rows = []
+    for key, rule in sorted(_java.SETTINGS.items()):
+        target = code(rule.target) if rule.target else (code(key) if rule.kind == "same" else "")
+        rows.append([code(key), _KINDS[rule.kind], target, md(rule.note)])
+    return "\n".join(
+        [
+            BANNER,
+            "# Java client settings",
+            "",
+            md(
+                "Spark's Kafka source and sink, and Kafka's own tools, take the Java client's settings; eos's"
+                " clients are librdkafka's. The `kafka.*` options of `format(\"eos\")` and the file of"
+                " `eos ... --command-config` are read as Java settings and translated by this table (the"
+                " code's own, `eos._kafka._java.SETTINGS`). A setting the table does not list passes to"
+                " librdkafka as it is (librdkafka's own names, such as `ssl.ca.location`, work too); one it"
+                " refuses is a `ConfigError` naming the setting and what to write instead. A `Config` built"
+                " in Python takes librdkafka's names in `kafka=` / `producer=` / `consumer=`."
+            ),
+            "",
+            table(["Java setting", "eos", "librdkafka setting", "note"], rows),
+            "",
+        ]
+    )
+
+
 def pages() -> dict[Path, str]:
     """Each generated page's path -> its text."""
     return {
         OUT / "configuration.md": configuration_page(),
         OUT / "cli.md": cli_page(),
         OUT / "errors.md": errors_page(),
+        OUT / "java-settings.md": java_settings_page(),
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from eos._core._input import INPUT_COLUMN
 from eos._core._job import OnCommit, Process, ProcessBatch
 from eos._kafka import _cluster, _offsets, _topics
-from eos._kafka._clients import spark_source_options
+from eos._kafka._java import spark_source_options
 from eos._log import get_logger
 from eos._spark._cache import connector_package, spark_jars_dir
 from eos.config import SPARK_OPTIONS_REDACTION_CONF, SPARK_REDACTION_REGEX, Config, widened_redaction_regex

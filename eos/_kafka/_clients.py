@@ -7,9 +7,7 @@ workers are reused across tasks, and a new client per batch would cost a connect
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError
@@ -18,25 +16,6 @@ from confluent_kafka.admin import AdminClient
 from eos import _log, _names
 from eos._kafka import _translate
 from eos.config import Config
-from eos.errors import ConfigError
-
-# librdkafka spells some security settings differently from the Java client that Spark's source uses.
-_LIBRDKAFKA_ONLY = frozenset(
-    {
-        "ssl.ca.location",  # Java needs a truststore: set kafka.ssl.truststore.* in spark options instead
-        "ssl.certificate.location",
-        "ssl.key.location",
-        "ssl.key.pem",
-        "ssl.certificate.pem",
-        "ssl.ca.pem",
-        "sasl.username",  # turned into sasl.jaas.config below
-        "sasl.password",
-        "sasl.oauthbearer.config",  # librdkafka's OAUTHBEARER settings: the Java client has no such key
-        "sasl.oauthbearer.client.secret",
-        "sasl.kerberos.kinit.cmd",
-        "sasl.kerberos.keytab",
-    }
-)
 
 
 def with_logger(settings: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +31,6 @@ def _base(config: Config) -> dict[str, Any]:
 
 def producer_settings(config: Config, transactional_id: str | None) -> dict[str, Any]:
     settings: dict[str, Any] = {
-        **_base(config),
         "client.id": _names.client_id(config.app_id),
         # Java's partitioner, so keys land where Spark's own Kafka sink would put them.
         "partitioner": "murmur2_random",
@@ -63,7 +41,9 @@ def producer_settings(config: Config, transactional_id: str | None) -> dict[str,
         # producer's init_transactions"). The backoff still doubles up to reconnect.backoff.max.ms for a
         # broker that stays down.
         "reconnect.backoff.ms": 10,
+        **_base(config),  # the user's settings win over the defaults above...
         **config.producer,
+        # ...but not over these.
         "enable.idempotence": True,
         # A producer's metadata request for a missing topic would create it on a broker with
         # auto.create.topics.enable=true (Apache's default): a typo in a topic column would make a topic.
@@ -72,7 +52,9 @@ def producer_settings(config: Config, transactional_id: str | None) -> dict[str,
     if transactional_id is not None:
         settings["transactional.id"] = transactional_id
         settings["transaction.timeout.ms"] = config.transaction_timeout_ms
-        timeout = int(settings.get("message.timeout.ms", config.transaction_timeout_ms))
+        # librdkafka refuses a delivery timeout beyond the transaction's; Java's name is an alias of it
+        given = settings.pop("delivery.timeout.ms", None)
+        timeout = int(settings.get("message.timeout.ms", given or config.transaction_timeout_ms))
         settings["message.timeout.ms"] = min(timeout, config.transaction_timeout_ms)
     return settings
 
@@ -91,34 +73,6 @@ def consumer_settings(config: Config, **extra: Any) -> dict[str, Any]:
 
 def admin_settings(config: Config) -> dict[str, Any]:
     return {**_base(config), "client.id": _names.client_id(config.app_id, "admin"), **config.admin}
-
-
-def spark_source_options(config: Config) -> dict[str, str]:
-    """`kafka.*` options for Spark's Kafka source, carrying the same shared settings."""
-    options = {"kafka.bootstrap.servers": config.bootstrap_servers}
-    username = config.kafka.get("sasl.username")
-    password = config.kafka.get("sasl.password")
-    mechanism = str(config.kafka.get("sasl.mechanism", config.kafka.get("sasl.mechanisms", "PLAIN"))).upper()
-    for key, value in config.kafka.items():
-        if key in _LIBRDKAFKA_ONLY:
-            continue
-        if key == "sasl.mechanisms":
-            key = "sasl.mechanism"
-        options[f"kafka.{key}"] = str(value)
-    if username is not None and "sasl.jaas.config" not in config.kafka:
-        module = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule"
-            if mechanism == "PLAIN"
-            else "org.apache.kafka.common.security.scram.ScramLoginModule"
-        )
-        options["kafka.sasl.jaas.config"] = (
-            f'{module} required username="{_jaas_quote(username)}" password="{_jaas_quote(password)}";'
-        )
-    return options
-
-
-def _jaas_quote(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"')
 
 
 _lock = threading.Lock()
@@ -239,93 +193,3 @@ def clear() -> None:
         except Exception:  # noqa: BLE001 - a broken client is being thrown away anyway
             pass
     del admins  # AdminClient has no close(): dropping the last reference destroys it
-
-
-_JAAS_MODULES = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
-    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
-}
-# Login modules eos names in its refusal of them, and what to give librdkafka instead. An error never shows
-# the value itself, not even its first word: in a line without a login module that may be a password.
-_OTHER_JAAS_MODULES = {
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": "sasl.oauthbearer.*",
-    "com.sun.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
-    "com.ibm.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
-}
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
-# Java key and trust stores: the type librdkafka reads, and what to do otherwise.
-_STORES = {
-    "truststore": (
-        "trust store",
-        "PEM",
-        "convert it to PEM and set ssl.truststore.type=PEM (or give ssl.ca.location)",
-    ),
-    "keystore": (
-        "key store",
-        "PKCS12",
-        "use a PKCS12 file (ssl.keystore.type=PKCS12) or PEM files"
-        " (ssl.certificate.location, ssl.key.location)",
-    ),
-}
-# Java-only settings librdkafka has no use for (the Java tool still gets them).
-_JAVA_ONLY = frozenset({"ssl.truststore.type", "ssl.truststore.password", "ssl.keystore.type"})
-
-
-def _jaas_refusal(module: str) -> str:
-    """Why a `sasl.jaas.config` whose first word is `module` cannot be translated, without any of it
-    but a login module's class name from `_OTHER_JAAS_MODULES`."""
-    supported = "eos's clients (librdkafka) take only PLAIN and SCRAM credentials from it"
-    if module in _OTHER_JAAS_MODULES:
-        return (
-            f"sasl.jaas.config with login module {module!r}: {supported}; give librdkafka's own"
-            f" settings ({_OTHER_JAAS_MODULES[module]}) instead"
-        )
-    return (
-        "sasl.jaas.config does not start with PlainLoginModule or ScramLoginModule (its value is not"
-        f" shown): {supported}, written `org.apache.kafka.common.security.plain.PlainLoginModule required"
-        ' username="..." password="...";`; for other mechanisms give librdkafka\'s own settings (e.g.'
-        " sasl.oauthbearer.*, sasl.kerberos.*) instead"
-    )
-
-
-def from_java(props: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings for eos's clients from Java client properties (Kafka's tools'
-    --command-config, Spark's kafka.* options): `sasl.jaas.config` with the
-    PLAIN or SCRAM login module becomes `sasl.username`/`sasl.password`, a PEM trust store
-    `ssl.ca.location`, a PKCS12 key store `ssl.keystore.location`/`.password`; the rest passes as it is
-    (librdkafka names most security settings as Java does). What cannot be translated is an error
-    naming the key (ConfigError; the value is never shown)."""
-    out: dict[str, str] = {}
-    for key, value in props.items():
-        if key in _JAVA_ONLY or key.startswith("ssl.truststore.") or key.startswith("ssl.keystore."):
-            continue
-        if key == "sasl.jaas.config":
-            parts = value.strip().split(None, 1)
-            module, rest = (parts + ["", ""])[:2]
-            module = module.removeprefix("kafkashaded.")
-            if module not in _JAAS_MODULES:
-                raise ConfigError(key, _jaas_refusal(module))
-            options = {
-                m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-                for m in _JAAS_OPTION.finditer(rest)
-            }
-            for name in ("username", "password"):
-                if name not in options:
-                    raise ConfigError(key, f'sasl.jaas.config has no {name}="..."')
-                out[f"sasl.{name}"] = re.sub(r"\\(.)", r"\1", options[name])
-            continue
-        out[key] = value
-    for store, (noun, readable, fix) in _STORES.items():
-        kind = props.get(f"ssl.{store}.type", "JKS").upper()
-        if f"ssl.{store}.location" in props and kind != readable:
-            raise ConfigError(
-                f"ssl.{store}.location",
-                f"ssl.{store}.location is a {kind} {noun}, which librdkafka cannot read: {fix}",
-            )
-    if "ssl.truststore.location" in props:
-        out["ssl.ca.location"] = props["ssl.truststore.location"]
-    if "ssl.keystore.location" in props:
-        out["ssl.keystore.location"] = props["ssl.keystore.location"]
-        if "ssl.keystore.password" in props:
-            out["ssl.keystore.password"] = props["ssl.keystore.password"]
-    return out

@@ -35,7 +35,7 @@ from eos._core._input import INPUT_COLUMN, Provenance
 from eos._core._job import Functions, Job
 from eos._core._stats import totals
 from eos._core._task import run_partition
-from eos._kafka import _clients, _cluster, _topics
+from eos._kafka import _cluster, _java, _topics
 from eos._log import get_logger
 from eos._spark import _ledger
 from eos._spark._batch import batch_layout, check_output_topic, input_column, missing_input_column
@@ -129,7 +129,7 @@ def settings_of(options: Mapping[str, str]) -> Settings:
     if "app.id" not in properties and "application.id" not in properties:
         raise ConfigError("eos.app.id", "must be set (the consumer group and transactional.id prefix)")
     try:
-        clients = _clients.from_java(clients)  # Spark users give the Java client's names (sasl.jaas.config)
+        clients = _java.from_java(clients)  # Spark users give the Java client's names (sasl.jaas.config)
     except ConfigError as exc:
         raise ConfigError(f"kafka.{exc.field}", exc.reason) from None
     try:

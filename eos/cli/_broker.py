@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from eos._kafka import _admin, _clients, _offsets, _topics
+from eos._kafka import _admin, _java, _offsets, _topics
 from eos.cli._base import EXIT_ERROR, EXIT_REFUSED, EXIT_UNREACHABLE, CliError
 from eos.cli._tools import tools_classpath
 from eos.config import Config
@@ -145,7 +145,7 @@ def admin_properties(config: Config, timeout: float) -> dict[str, str]:
     from EOS_KAFKA_*, translated to the Java client's names as for Spark's source; a CA file becomes a
     PEM trust store) and the timeout. Client certificates (mutual TLS) are not translated."""
     props = {}
-    for key, value in _clients.spark_source_options(config).items():
+    for key, value in _java.spark_source_options(config).items():
         name = key.removeprefix("kafka.")
         if name != "bootstrap.servers":
             props[name] = value

@@ -3,7 +3,7 @@
 The file is read as Java reads `.properties` (comments, `=`/`:`/blank separators, escapes, line
 continuations). Kafka's tools hand it to the Java admin client unchanged (eos passes it on to
 `TransactionsCommand` the same way); eos's own clients are librdkafka's, so `client_settings`
-translates the settings that are named differently there (`eos._kafka._clients.from_java`). Values are
+translates the settings that are named differently there (`eos._kafka._java.from_java`). Values are
 never printed: errors name the file, the line and the key only.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eos._kafka import _clients
+from eos._kafka import _java
 from eos.cli._base import EXIT_USAGE, CliError
 from eos.errors import ConfigError
 
@@ -98,8 +98,8 @@ def load(path: str) -> dict[str, str]:
 
 def client_settings(props: dict[str, str], source: str) -> dict[str, str]:
     """librdkafka settings for eos's clients from the file's Java client properties
-    (`eos._kafka._clients.from_java`); what cannot be translated is a usage error naming the file and key."""
+    (`eos._kafka._java.from_java`); what cannot be translated is a usage error naming the file and key."""
     try:
-        return _clients.from_java(props)
+        return _java.from_java(props)
     except ConfigError as exc:
         raise CliError(EXIT_USAGE, f"{source}: {exc.reason}") from None

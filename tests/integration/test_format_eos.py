@@ -331,3 +331,63 @@ def test_gaps_that_hold_no_record_are_not_refused(bootstrap, names):
     assert offsets == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16], offsets  # the markers: 5, 11
     stats = _task(config, source, 0, [_rows(source, offsets[:7]), _rows(source, offsets[7:])])
     assert stats.last_offset == 16 and stats.records_out == 15
+
+
+def test_a_kafka_sink_querys_java_options_carry_over(spark, bootstrap, names, tmp_path):
+    """The options a `.format("kafka")` query carries, in the Java client's names, moved to
+    `format("eos")` unchanged: translated (buffer.memory, max.request.size, send/receive buffers),
+    passed (acks, linger.ms, compression, delivery timeout above the transaction's: capped), or ignored
+    (Java-only); with the input's timestamps carried to the outputs. Then max.request.size takes
+    effect: a record larger than it is refused, naming its input record."""
+    source, output, sent = seed(bootstrap, names, 50)
+    java = {
+        "kafka.acks": "all",
+        "kafka.linger.ms": "20",
+        "kafka.compression.type": "zstd",
+        "kafka.batch.size": "65536",
+        "kafka.buffer.memory": "33554432",
+        "kafka.max.request.size": "1048576",
+        "kafka.delivery.timeout.ms": "120000",
+        "kafka.request.timeout.ms": "30000",
+        "kafka.retries": "2147483647",
+        "kafka.max.block.ms": "60000",
+        "kafka.receive.buffer.bytes": "65536",
+        "kafka.send.buffer.bytes": "131072",
+        "kafka.client.dns.lookup": "use_all_dns_ips",
+        "kafka.metric.reporters": "",
+    }
+    app_id = names("java-app")
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "topic": output,
+        "eos.app.id": app_id,
+        "eos.processing.guarantee": "exactly_once",
+        "eos.output.timestamp.column": "timestamp",
+        **java,
+    }
+    config = eos.Config(bootstrap_servers=bootstrap, app_id="unused", output_topic="unused")
+    writer = eos.read_stream(spark, config, [source]).writeStream.format("eos")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.option("checkpointLocation", str(tmp_path / "ckpt")).trigger(
+        availableNow=True
+    ).start().awaitTermination()
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    result = testing.compare(testing.flatten(sent), records, hanging)
+    assert result.exactly_once, result
+    inputs, _ = testing.read_topic(bootstrap, source)
+    times = {r.value: r.timestamp for r in inputs}
+    assert [r.timestamp for r in records] == [times[r.value] for r in records]
+
+    big, out2 = names("java-big"), names("java-out2")
+    testing.create_topic(bootstrap, big, 1)
+    testing.create_topic(bootstrap, out2, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(big, b"x" * (5_000 if i == 6 else 10), partition=0)
+    assert producer.flush(30) == 0
+    small = {**options, "topic": out2, "eos.app.id": names("java-small"), "kafka.max.request.size": "4096"}
+    message = _query(spark, bootstrap, big, small, tmp_path / "ckpt-small")
+    assert f"input record {big}/0@6" in message and "too large" in message.lower(), message[-3000:]
+    records, _ = testing.read_topic(bootstrap, out2, marker=testing.write_markers(bootstrap, out2))
+    assert records == []

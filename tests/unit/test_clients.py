@@ -7,7 +7,8 @@ from functools import partial
 
 import pytest
 
-from eos._kafka._clients import admin_settings, consumer_settings, producer_settings, spark_source_options
+from eos._kafka._clients import admin_settings, consumer_settings, producer_settings
+from eos._kafka._java import spark_source_options
 from tests.support.configs import config as base_config
 
 config = partial(base_config, bootstrap_servers="b1:9092,b2:9092")

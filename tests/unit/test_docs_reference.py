@@ -32,7 +32,7 @@ def pages(gen):
     return gen.pages()
 
 
-@pytest.mark.parametrize("name", ["configuration.md", "cli.md", "errors.md"])
+@pytest.mark.parametrize("name", ["configuration.md", "cli.md", "errors.md", "java-settings.md"])
 def test_the_committed_page_is_what_the_code_generates(pages, name):
     path = ROOT / "docs" / "reference" / name
     expected = next(text for page, text in pages.items() if page.name == name)

@@ -10,7 +10,7 @@ import pytest
 
 import eos
 from eos import session
-from eos._kafka._clients import from_java
+from eos._kafka._java import from_java
 from eos._spark._datasource import settings_of
 from eos.cli._base import CliError
 from eos.cli._properties import client_settings
