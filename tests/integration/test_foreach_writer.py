@@ -15,7 +15,7 @@ PARTITIONS = 2
 PER_PARTITION = 90
 
 
-def test_output_topic_and_partition_columns_headers_and_a_filter(spark, bootstrap, names, tmp_path):
+def test_output_topic_partition_and_timestamp_columns_headers_and_a_filter(spark, bootstrap, names, tmp_path):
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, PARTITIONS)
     testing.create_topic(bootstrap, output, 3)
@@ -24,13 +24,15 @@ def test_output_topic_and_partition_columns_headers_and_a_filter(spark, bootstra
         for partition in range(PARTITIONS):
             value = testing.seq_value(source, partition, seq)
             headers = [("seq", str(seq).encode()), ("origin", b"orders")]
-            producer.produce(source, value, b"k%d" % seq, partition=partition, headers=headers)
+            at = 1_700_000_000_000 + seq * 1000 + partition  # a create time of the input's own
+            producer.produce(source, value, b"k%d" % seq, partition=partition, headers=headers, timestamp=at)
     assert producer.flush(30) == 0
     config = eos.Config(
         bootstrap_servers=bootstrap,
         app_id=names("app"),
         output_topic_column="out_topic",
         output_partition_column="out_partition",
+        output_timestamp_column="timestamp",  # the input record's (a row's datetime, here)
         processing_guarantee="exactly_once",
     )
     df = (
@@ -59,3 +61,4 @@ def test_output_topic_and_partition_columns_headers_and_a_filter(spark, bootstra
         _, _, seq = testing.parse_value(r.value)
         assert r.partition == seq % 3, (r.partition, seq)  # offset == seq: produced in order per partition
         assert dict(r.headers) == {"seq": str(seq).encode(), "origin": b"orders"}
+        assert r.timestamp == 1_700_000_000_000 + seq * 1000 + testing.parse_value(r.value)[1]
