@@ -134,13 +134,36 @@ SETTINGS: dict[str, Rule] = {
     "sasl.mechanism": _same(),
     "sasl.jaas.config": Rule(
         "converted",
-        "sasl.username, sasl.password",
-        "PlainLoginModule and ScramLoginModule become sasl.username and sasl.password; other login"
-        " modules are refused naming librdkafka's settings",
+        "sasl.username, sasl.password; sasl.oauthbearer.*",
+        "PlainLoginModule and ScramLoginModule become sasl.username and sasl.password;"
+        " OAuthBearerLoginModule with clientId and clientSecret becomes sasl.oauthbearer.method=oidc and"
+        " its client.id, client.secret, scope; other login modules are refused naming librdkafka's"
+        " settings",
     ),
+    "sasl.oauthbearer.token.endpoint.url": _same("the OIDC token endpoint"),
     "sasl.kerberos.service.name": _same(),
     "sasl.login.class": Rule("refused", note=_JAVA_CLASS),
-    "sasl.login.callback.handler.class": Rule("refused", note=_JAVA_CLASS),
+    "sasl.login.callback.handler.class": Rule(
+        "ignored",
+        note="OAuthBearerLoginCallbackHandler is what sasl.oauthbearer.method=oidc does; any other class is"
+        f" refused: {_JAVA_CLASS}",
+    ),
+    "sasl.login.connect.timeout.ms": Rule("ignored", note="Java's OAuth login"),
+    "sasl.login.read.timeout.ms": Rule("ignored", note="Java's OAuth login"),
+    "sasl.login.retry.backoff.ms": Rule("ignored", note="Java's OAuth login"),
+    "sasl.login.retry.backoff.max.ms": Rule("ignored", note="Java's OAuth login"),
+    "sasl.login.refresh.buffer.seconds": Rule(
+        "ignored", note="librdkafka refreshes a token at 80 % of its life"
+    ),
+    "sasl.login.refresh.min.period.seconds": Rule(
+        "ignored", note="librdkafka refreshes a token at 80 % of its life"
+    ),
+    "sasl.login.refresh.window.factor": Rule(
+        "ignored", note="librdkafka refreshes a token at 80 % of its life"
+    ),
+    "sasl.login.refresh.window.jitter": Rule(
+        "ignored", note="librdkafka refreshes a token at 80 % of its life"
+    ),
     "sasl.client.callback.handler.class": Rule("refused", note=_JAVA_CLASS),
     "ssl.endpoint.identification.algorithm": Rule(
         "converted",
@@ -181,14 +204,23 @@ SETTINGS: dict[str, Rule] = {
 _JAAS_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": "OAUTHBEARER",
 }
 # Login modules eos names in its refusal of them, and what to give librdkafka instead. An error never shows
 # the value itself, not even its first word: in a line without a login module that may be a password.
 _OTHER_JAAS_MODULES = {
-    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": "sasl.oauthbearer.*",
     "com.sun.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
     "com.ibm.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
 }
+#: the Java client's OIDC login handler (client credentials), in its packages since Kafka 3.1
+_OIDC_HANDLERS = frozenset(
+    {
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+    }
+)
+OIDC_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
 
 
@@ -215,14 +247,15 @@ _STORES = {"truststore": ("trust store", "PEM"), "keystore": ("key store", "PKCS
 def _jaas_refusal(module: str) -> str:
     """Why a `sasl.jaas.config` whose first word is `module` cannot be translated, without any of it
     but a login module's class name from `_OTHER_JAAS_MODULES`."""
-    supported = "eos's clients (librdkafka) take only PLAIN and SCRAM credentials from it"
+    supported = "eos's clients (librdkafka) take only PLAIN, SCRAM and OAuth client credentials from it"
     if module in _OTHER_JAAS_MODULES:
         return (
             f"sasl.jaas.config with login module {module!r}: {supported}; give librdkafka's own"
             f" settings ({_OTHER_JAAS_MODULES[module]}) instead"
         )
     return (
-        "sasl.jaas.config does not start with PlainLoginModule or ScramLoginModule (its value is not"
+        "sasl.jaas.config does not start with PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule"
+        " (its value is not"
         f" shown): {supported}, written `org.apache.kafka.common.security.plain.PlainLoginModule required"
         ' username="..." password="...";`; for other mechanisms give librdkafka\'s own settings (e.g.'
         " sasl.oauthbearer.*, sasl.kerberos.*) instead"
@@ -236,13 +269,35 @@ def _jaas(key: str, value: str) -> dict[str, str]:
     if module not in _JAAS_MODULES:
         raise ConfigError(key, _jaas_refusal(module))
     options = {
-        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _JAAS_OPTION.finditer(rest)
+        m.group(1): re.sub(r"\\(.)", r"\1", m.group(2) if m.group(2) is not None else m.group(3))
+        for m in _JAAS_OPTION.finditer(rest)
     }
+    if _JAAS_MODULES[module] == "OAUTHBEARER":
+        if "clientId" not in options or "clientSecret" not in options:
+            raise ConfigError(
+                key,
+                'sasl.jaas.config with OAuthBearerLoginModule needs clientId="..." and clientSecret="..."'
+                " (the OIDC client credentials grant, with sasl.oauthbearer.token.endpoint.url); for an"
+                " unsecured token give librdkafka's sasl.oauthbearer.config instead",
+            )
+        out = {
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": options["clientId"],
+            "sasl.oauthbearer.client.secret": options["clientSecret"],
+        }
+        if options.get("scope"):
+            out["sasl.oauthbearer.scope"] = options["scope"]
+        extensions = [
+            f"{k[len('extension_') :]}={v}" for k, v in options.items() if k.startswith("extension_")
+        ]
+        if extensions:
+            out["sasl.oauthbearer.extensions"] = ",".join(extensions)
+        return out
     out = {}
     for name in ("username", "password"):
         if name not in options:
             raise ConfigError(key, f'sasl.jaas.config has no {name}="..."')
-        out[f"sasl.{name}"] = re.sub(r"\\(.)", r"\1", options[name])
+        out[f"sasl.{name}"] = options[name]
     return out
 
 
@@ -254,6 +309,10 @@ def from_java(props: Mapping[str, str]) -> dict[str, str]:
     for key, value in props.items():
         if key == "sasl.jaas.config":
             out.update(_jaas(key, value))
+            continue
+        if key == "sasl.login.callback.handler.class":
+            if value.strip().removeprefix("kafkashaded.") not in _OIDC_HANDLERS:
+                raise ConfigError(key, f"{key} is not taken: {SETTINGS[key].note}")
             continue
         rule = SETTINGS.get(key)
         if rule is None or rule.kind == "same":
@@ -297,7 +356,11 @@ _LIBRDKAFKA_ONLY = frozenset(
         "sasl.username",  # turned into sasl.jaas.config below
         "sasl.password",
         "sasl.oauthbearer.config",  # librdkafka's OAUTHBEARER settings: the Java client has no such key
+        "sasl.oauthbearer.method",  # oidc: turned into the Java client's OIDC login below
+        "sasl.oauthbearer.client.id",
         "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.scope",
+        "sasl.oauthbearer.extensions",
         "sasl.kerberos.kinit.cmd",
         "sasl.kerberos.keytab",
     }
@@ -316,7 +379,24 @@ def spark_source_options(config: Config) -> dict[str, str]:
         if key == "sasl.mechanisms":
             key = "sasl.mechanism"
         options[f"kafka.{key}"] = str(value)
-    if username is not None and "sasl.jaas.config" not in config.kafka:
+    if (
+        str(config.kafka.get("sasl.oauthbearer.method", "")).lower() == "oidc"
+        and "sasl.jaas.config" not in config.kafka
+    ):
+        # the Java client's OIDC client credentials login, from librdkafka's settings
+        jaas = {
+            "clientId": config.kafka.get("sasl.oauthbearer.client.id"),
+            "clientSecret": config.kafka.get("sasl.oauthbearer.client.secret"),
+            "scope": config.kafka.get("sasl.oauthbearer.scope"),
+        }
+        for pair in str(config.kafka.get("sasl.oauthbearer.extensions") or "").split(","):
+            if "=" in pair:
+                name, value = pair.split("=", 1)
+                jaas[f"extension_{name.strip()}"] = value.strip()
+        fields = " ".join(f'{k}="{_jaas_quote(v)}"' for k, v in jaas.items() if v is not None)
+        options["kafka.sasl.jaas.config"] = f"{OAUTH_MODULE} required {fields};"
+        options.setdefault("kafka.sasl.login.callback.handler.class", OIDC_HANDLER)
+    elif username is not None and "sasl.jaas.config" not in config.kafka:
         module = (
             "org.apache.kafka.common.security.plain.PlainLoginModule"
             if mechanism == "PLAIN"

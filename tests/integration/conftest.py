@@ -24,6 +24,7 @@ from eos import testing
 from eos.session import free_port
 from tests.support import jvm
 from tests.support.localbroker import LocalBroker
+from tests.support.oidc import OidcProvider
 from tests.support.processes import DriverProcess
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
@@ -35,11 +36,17 @@ jvm.install()  # before any Spark JVM starts: the session's, and every driver pr
 class Broker:
     bootstrap_servers: str
     local: LocalBroker | None = None  # set when this session started the broker and can restart it
+    #: the identity provider the local broker's OAUTHBEARER listener trusts (test_oauth.py)
+    oidc: OidcProvider | None = None
 
     def require_local(self) -> LocalBroker:
         if self.local is None:
             pytest.skip("needs the local jar broker (restarts and kills are not possible on this broker)")
         return self.local
+
+
+#: the client the OIDC provider knows, as a Kafka principal User:<id>
+OAUTH_CLIENT, OAUTH_SECRET = "eos-oauth-client", "oauth-client-secret-7c1d"
 
 
 def _docker_answers() -> bool:
@@ -64,11 +71,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         with KafkaContainer(KAFKA_IMAGE) as container:
             yield Broker(container.get_bootstrap_server())
         return
+    oidc = OidcProvider(tmp_path_factory.mktemp("oidc"), {OAUTH_CLIENT: OAUTH_SECRET}).start()
     local = LocalBroker(
         home=tmp_path_factory.mktemp("kafka"),
         port=free_port(),
         controller_port=free_port(),
         sasl_port=free_port(),  # SASL/PLAIN with ACLs beside the PLAINTEXT listener (test_security.py)
+        # OAUTHBEARER tokens from `oidc`, checked by Kafka's own validator (test_oauth.py)
+        oauth_port=free_port(),
+        oauth_jwks_url=oidc.jwks_url,
         # Apache's default, which brokers in the field keep: a client's metadata request for a missing
         # topic creates it. eos must never do that (test_bad_input.py checks).
         overrides={
@@ -81,9 +92,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     )
     local.up()
     try:
-        yield Broker(local.bootstrap_servers, local)
+        yield Broker(local.bootstrap_servers, local, oidc)
     finally:
         local.down()
+        oidc.stop()
 
 
 #: Spark 4.1.1's Kafka source (SPARK-55271): a query restarted on a batch its offset log planned

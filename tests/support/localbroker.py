@@ -61,6 +61,16 @@ super.users=User:admin;User:ANONYMOUS
 allow.everyone.if.no.acl.found=false
 """
 
+# With an OAuth port: OAUTHBEARER tokens (JWTs) validated by Kafka's own handler against a JWKS.
+_OAUTH_PROPERTIES = """\
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=\
+org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=\
+org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={jwks}
+"""
+
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -105,6 +115,10 @@ class LocalBroker:
     controller_port: int = attrs.field()
     #: a SASL_PLAINTEXT listener with ACLs enforced (see SASL_USERS); None: PLAINTEXT only
     sasl_port: int | None = attrs.field(default=None, kw_only=True)
+    #: a SASL_PLAINTEXT listener named OAUTH taking OAUTHBEARER tokens, validated against the JWKS at
+    #: `oauth_jwks_url` (Kafka's own OAuthBearerValidatorCallbackHandler); both or neither
+    oauth_port: int | None = attrs.field(default=None, kw_only=True)
+    oauth_jwks_url: str | None = attrs.field(default=None, kw_only=True)
     #: server.properties that replace the defaults above (e.g. auto.create.topics.enable=true)
     overrides: dict[str, str] = attrs.field(factory=dict, kw_only=True)
     #: in a cluster: this node's id, every controller ("1@host:port,..."), and the shared cluster id
@@ -130,6 +144,10 @@ class LocalBroker:
     @property
     def sasl_bootstrap_servers(self) -> str | None:
         return f"127.0.0.1:{self.sasl_port}" if self.sasl_port else None
+
+    @property
+    def oauth_bootstrap_servers(self) -> str | None:
+        return f"127.0.0.1:{self.oauth_port}" if self.oauth_port else None
 
     @property
     def pid_file(self) -> Path:
@@ -185,6 +203,16 @@ class LocalBroker:
             )
             users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
             text += _SASL_PROPERTIES.format(admin=SASL_USERS["admin"], users=users)
+        if self.oauth_port:
+            oauth = f"OAUTH://127.0.0.1:{self.oauth_port}"
+            text = (
+                "\n".join(
+                    f"{line},{oauth}" if line.startswith(("listeners=", "advertised.listeners=")) else line
+                    for line in text.splitlines()
+                ).replace("CONTROLLER:PLAINTEXT", "CONTROLLER:PLAINTEXT,OAUTH:SASL_PLAINTEXT")
+                + "\n"
+            )
+            text += _OAUTH_PROPERTIES.format(jwks=self.oauth_jwks_url)
         for key, value in self.overrides.items():  # a later line of a properties file wins
             text += f"{key}={value}\n"
         props.write_text(text)
@@ -202,6 +230,12 @@ class LocalBroker:
             "-XX:+UseG1GC",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.log_dir}",
+            # Kafka 4 reads an OAUTHBEARER JWKS only from a URL this property allows
+            *(
+                [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oauth_jwks_url}"]
+                if self.oauth_jwks_url
+                else []
+            ),
             "-cp",
             f"{libs}/*",
             main,

@@ -107,7 +107,7 @@ def test_client_settings_translate_java_names_for_librdkafka():
     [
         (
             {"sasl.jaas.config": f'{OAUTH} required clientSecret="{SECRET}";'},
-            f"login module '{OAUTH}'",
+            'OAuthBearerLoginModule needs clientId="..." and clientSecret="..."',
         ),
         (
             {"sasl.jaas.config": f'{PLAIN} required password="{SECRET}";'},

@@ -74,6 +74,15 @@ JAVA_VALUES = {
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
     ),
     "sasl.kerberos.service.name": "kafka",
+    "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/oauth2/token",
+    "sasl.login.connect.timeout.ms": "10000",
+    "sasl.login.read.timeout.ms": "10000",
+    "sasl.login.retry.backoff.ms": "100",
+    "sasl.login.retry.backoff.max.ms": "10000",
+    "sasl.login.refresh.buffer.seconds": "300",
+    "sasl.login.refresh.min.period.seconds": "60",
+    "sasl.login.refresh.window.factor": "0.8",
+    "sasl.login.refresh.window.jitter": "0.05",
     "sasl.login.class": "com.example.Login",
     "sasl.login.callback.handler.class": "com.example.Handler",
     "sasl.client.callback.handler.class": "com.example.Handler",
@@ -128,6 +137,7 @@ _NOT_BUILT = {
     "sasl.kerberos.service.name",
     "ssl.cipher.suites",
     "ssl.endpoint.identification.algorithm",
+    "sasl.oauthbearer.token.endpoint.url",
 }
 
 
@@ -143,7 +153,7 @@ def test_each_java_setting(key):
         props["ssl.truststore.type"] = "PEM"
     if key == "ssl.keystore.location":
         props["ssl.keystore.type"] = "PKCS12"
-    if rule.kind == "refused":
+    if rule.kind == "refused" or key == "sasl.login.callback.handler.class":  # a class not OIDC's: refused
         with pytest.raises(eos.ConfigError) as info:
             from_java(props)
         assert info.value.field == key and rule.note in str(info.value)
@@ -232,3 +242,74 @@ def test_the_truststore_command_makes_a_pem_file_openssl_reads(tmp_path):
         "ssl.ca.location": "truststore.pem"
     }
     assert _java.SETTINGS["ssl.truststore.location"].target == "ssl.ca.location"
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+        "kafkashaded.org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    ],
+)
+def test_the_java_oidc_login_becomes_librdkafkas_oidc_method(handler):
+    """A Spark query's OAuth client credentials login (Confluent Cloud, Event Hubs, Keycloak), as
+    librdkafka's `sasl.oauthbearer.method=oidc`; the secret is a value, never in an error."""
+    props = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class": handler,
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
+        "sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+            ' clientId="orders" clientSecret="s\\"3" scope="kafka" extension_logicalCluster="lkc-1";'
+        ),
+    }
+    settings = from_java(props)
+    assert settings == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "orders",
+        "sasl.oauthbearer.client.secret": 's"3',
+        "sasl.oauthbearer.scope": "kafka",
+        "sasl.oauthbearer.extensions": "logicalCluster=lkc-1",
+    }
+    Producer({"bootstrap.servers": "127.0.0.1:1", **settings}).flush(0)  # librdkafka takes them
+
+
+def test_oidc_settings_become_the_java_login_for_sparks_source_and_back():
+    from eos._kafka._java import spark_source_options
+
+    kafka = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "orders",
+        "sasl.oauthbearer.client.secret": 'se"cret',
+        "sasl.oauthbearer.scope": "kafka",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
+        "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+    }
+    config = eos.Config(bootstrap_servers="b:9092", app_id="a", output_topic="o", kafka=kafka)
+    options = spark_source_options(config)
+    assert options["kafka.sasl.login.callback.handler.class"] == _java.OIDC_HANDLER
+    assert options["kafka.sasl.jaas.config"] == (
+        f'{_java.OAUTH_MODULE} required clientId="orders" clientSecret="se\\"cret" scope="kafka"'
+        ' extension_logicalCluster="lkc-1" extension_identityPoolId="pool-2";'
+    )
+    assert not [k for k in options if k.startswith("kafka.sasl.oauthbearer.") and "token.endpoint" not in k]
+    back = from_java({k.removeprefix("kafka."): v for k, v in options.items()})
+    assert back == {"bootstrap.servers": "b:9092", **kafka}
+
+
+def test_an_oauth_login_without_client_credentials_is_refused_without_its_value():
+    with pytest.raises(eos.ConfigError, match="needs clientId") as info:
+        from_java(
+            {
+                "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+                ' required unsecuredLoginStringClaim_sub="hidden-sub";'
+            }
+        )
+    assert "hidden-sub" not in str(info.value)

@@ -60,10 +60,10 @@ def test_format_eos_and_the_cli_refuse_it_without_its_value(value, caplog):
 
 
 def test_a_known_login_module_is_still_named():
-    oauth = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-    with pytest.raises(eos.ConfigError, match=f"login module '{oauth}'.*sasl.oauthbearer"):
-        from_java({"sasl.jaas.config": f"kafkashaded.{oauth} required;"})
-    with pytest.raises(eos.ConfigError, match="does not start with PlainLoginModule or ScramLoginModule"):
+    kerberos = "com.sun.security.auth.module.Krb5LoginModule"
+    with pytest.raises(eos.ConfigError, match=f"login module '{kerberos}'.*sasl.kerberos"):
+        from_java({"sasl.jaas.config": f"kafkashaded.{kerberos} required;"})
+    with pytest.raises(eos.ConfigError, match="does not start with PlainLoginModule, ScramLoginModule"):
         from_java({"sasl.jaas.config": f'password="{SECRET}" username="u"'})
 
 
