@@ -379,6 +379,7 @@ def spark_source_options(config: Config) -> dict[str, str]:
         if key == "sasl.mechanisms":
             key = "sasl.mechanism"
         options[f"kafka.{key}"] = str(value)
+    options.update(_java_tls(config.kafka))
     if (
         str(config.kafka.get("sasl.oauthbearer.method", "")).lower() == "oidc"
         and "sasl.jaas.config" not in config.kafka
@@ -406,6 +407,27 @@ def spark_source_options(config: Config) -> dict[str, str]:
             f'{module} required username="{_jaas_quote(username)}" password="{_jaas_quote(password)}";'
         )
     return options
+
+
+def _java_tls(kafka: Mapping[str, Any]) -> dict[str, str]:
+    """librdkafka's TLS files and PEM strings as the Java client's stores: a CA file or PEM becomes a
+    PEM trust store, a PKCS12 key store stays one, a PEM certificate and key (strings) a PEM key store.
+    (PEM certificate and key *files* have no Java equivalent short of a new file: give
+    `kafka.ssl.keystore.*` options to `eos.read_stream` for them.)"""
+    out: dict[str, str] = {}
+    if "ssl.ca.location" in kafka:
+        out["kafka.ssl.truststore.location"] = str(kafka["ssl.ca.location"])
+        out["kafka.ssl.truststore.type"] = "PEM"
+    elif "ssl.ca.pem" in kafka:
+        out["kafka.ssl.truststore.certificates"] = str(kafka["ssl.ca.pem"])
+        out["kafka.ssl.truststore.type"] = "PEM"
+    if "ssl.keystore.location" in kafka:
+        out["kafka.ssl.keystore.type"] = "PKCS12"  # the only key store librdkafka reads
+    elif "ssl.certificate.pem" in kafka and "ssl.key.pem" in kafka:
+        out["kafka.ssl.keystore.type"] = "PEM"
+        out["kafka.ssl.keystore.certificate.chain"] = str(kafka["ssl.certificate.pem"])
+        out["kafka.ssl.keystore.key"] = str(kafka["ssl.key.pem"])
+    return out
 
 
 def _jaas_quote(value: Any) -> str:

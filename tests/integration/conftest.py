@@ -22,7 +22,7 @@ import pytest
 
 from eos import testing
 from eos.session import free_port
-from tests.support import jvm
+from tests.support import jvm, tls
 from tests.support.localbroker import LocalBroker
 from tests.support.oidc import OidcProvider
 from tests.support.processes import DriverProcess
@@ -38,6 +38,8 @@ class Broker:
     local: LocalBroker | None = None  # set when this session started the broker and can restart it
     #: the identity provider the local broker's OAUTHBEARER listener trusts (test_oauth.py)
     oidc: OidcProvider | None = None
+    #: the CA and certificates of the local broker's mutual-TLS listener (test_tls.py)
+    certificates: tls.Certificates | None = None
 
     def require_local(self) -> LocalBroker:
         if self.local is None:
@@ -47,6 +49,8 @@ class Broker:
 
 #: the client the OIDC provider knows, as a Kafka principal User:<id>
 OAUTH_CLIENT, OAUTH_SECRET = "eos-oauth-client", "oauth-client-secret-7c1d"
+#: the password of the TLS client's PKCS12 key store
+TLS_KEYSTORE_PASSWORD = "keystore-password-41e2"
 
 
 def _docker_answers() -> bool:
@@ -72,6 +76,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
             yield Broker(container.get_bootstrap_server())
         return
     oidc = OidcProvider(tmp_path_factory.mktemp("oidc"), {OAUTH_CLIENT: OAUTH_SECRET}).start()
+    certificates = tls.make(tmp_path_factory.mktemp("tls"), TLS_KEYSTORE_PASSWORD)
     local = LocalBroker(
         home=tmp_path_factory.mktemp("kafka"),
         port=free_port(),
@@ -80,6 +85,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         # OAUTHBEARER tokens from `oidc`, checked by Kafka's own validator (test_oauth.py)
         oauth_port=free_port(),
         oauth_jwks_url=oidc.jwks_url,
+        # mutual TLS: a client certificate signed by `certificates`' CA required (test_tls.py)
+        ssl_port=free_port(),
+        ssl_ca=str(certificates.ca),
+        ssl_keystore=str(certificates.broker_pem),
         # Apache's default, which brokers in the field keep: a client's metadata request for a missing
         # topic creates it. eos must never do that (test_bad_input.py checks).
         overrides={
@@ -92,7 +101,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     )
     local.up()
     try:
-        yield Broker(local.bootstrap_servers, local, oidc)
+        yield Broker(local.bootstrap_servers, local, oidc, certificates)
     finally:
         local.down()
         oidc.stop()

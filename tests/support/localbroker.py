@@ -71,6 +71,15 @@ org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
 listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={jwks}
 """
 
+# With an SSL port: mutual TLS, the client's certificate required (its principal is User:CN=...).
+_SSL_PROPERTIES = """\
+listener.name.ssl.ssl.client.auth=required
+listener.name.ssl.ssl.keystore.type=PEM
+listener.name.ssl.ssl.keystore.location={keystore}
+listener.name.ssl.ssl.truststore.type=PEM
+listener.name.ssl.ssl.truststore.location={ca}
+"""
+
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -119,6 +128,11 @@ class LocalBroker:
     #: `oauth_jwks_url` (Kafka's own OAuthBearerValidatorCallbackHandler); both or neither
     oauth_port: int | None = attrs.field(default=None, kw_only=True)
     oauth_jwks_url: str | None = attrs.field(default=None, kw_only=True)
+    #: an SSL listener requiring a client certificate signed by `ssl_ca` (PEM); the broker's own key and
+    #: certificate in the PEM file `ssl_keystore`; both or neither (tests/support/tls.py makes them)
+    ssl_port: int | None = attrs.field(default=None, kw_only=True)
+    ssl_ca: str | None = attrs.field(default=None, kw_only=True)
+    ssl_keystore: str | None = attrs.field(default=None, kw_only=True)
     #: server.properties that replace the defaults above (e.g. auto.create.topics.enable=true)
     overrides: dict[str, str] = attrs.field(factory=dict, kw_only=True)
     #: in a cluster: this node's id, every controller ("1@host:port,..."), and the shared cluster id
@@ -148,6 +162,10 @@ class LocalBroker:
     @property
     def oauth_bootstrap_servers(self) -> str | None:
         return f"127.0.0.1:{self.oauth_port}" if self.oauth_port else None
+
+    @property
+    def ssl_bootstrap_servers(self) -> str | None:
+        return f"127.0.0.1:{self.ssl_port}" if self.ssl_port else None
 
     @property
     def pid_file(self) -> Path:
@@ -213,6 +231,16 @@ class LocalBroker:
                 + "\n"
             )
             text += _OAUTH_PROPERTIES.format(jwks=self.oauth_jwks_url)
+        if self.ssl_port:
+            tls = f"SSL://127.0.0.1:{self.ssl_port}"
+            text = (
+                "\n".join(
+                    f"{line},{tls}" if line.startswith(("listeners=", "advertised.listeners=")) else line
+                    for line in text.splitlines()
+                ).replace("CONTROLLER:PLAINTEXT", "CONTROLLER:PLAINTEXT,SSL:SSL")
+                + "\n"
+            )
+            text += _SSL_PROPERTIES.format(ca=self.ssl_ca, keystore=self.ssl_keystore)
         for key, value in self.overrides.items():  # a later line of a properties file wins
             text += f"{key}={value}\n"
         props.write_text(text)

@@ -67,7 +67,27 @@ def test_spark_source_options_plain():
     options = spark_source_options(
         config(kafka={"security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem"})
     )
-    assert options == {"kafka.bootstrap.servers": "b1:9092,b2:9092", "kafka.security.protocol": "SASL_SSL"}
+    assert options == {
+        "kafka.bootstrap.servers": "b1:9092,b2:9092",
+        "kafka.security.protocol": "SASL_SSL",
+        # librdkafka's CA file, as the Java client's PEM trust store
+        "kafka.ssl.truststore.location": "/ca.pem",
+        "kafka.ssl.truststore.type": "PEM",
+    }
+
+
+def test_spark_source_options_carry_a_pkcs12_key_store_and_pem_strings():
+    options = spark_source_options(
+        config(kafka={"ssl.keystore.location": "/c.p12", "ssl.keystore.password": "pw", "ssl.ca.pem": "CA"})
+    )
+    assert (
+        options["kafka.ssl.keystore.location"] == "/c.p12" and options["kafka.ssl.keystore.type"] == "PKCS12"
+    )
+    assert options["kafka.ssl.keystore.password"] == "pw"
+    assert options["kafka.ssl.truststore.certificates"] == "CA" and "kafka.ssl.ca.pem" not in options
+    pem = spark_source_options(config(kafka={"ssl.certificate.pem": "CERT", "ssl.key.pem": "KEY"}))
+    assert (pem["kafka.ssl.keystore.type"], pem["kafka.ssl.keystore.certificate.chain"]) == ("PEM", "CERT")
+    assert pem["kafka.ssl.keystore.key"] == "KEY" and "kafka.ssl.key.pem" not in pem
 
 
 @pytest.mark.parametrize(
