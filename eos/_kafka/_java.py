@@ -134,11 +134,11 @@ SETTINGS: dict[str, Rule] = {
     "sasl.mechanism": _same(),
     "sasl.jaas.config": Rule(
         "converted",
-        "sasl.username, sasl.password; sasl.oauthbearer.*",
+        "sasl.username, sasl.password; sasl.oauthbearer.*; sasl.kerberos.*",
         "PlainLoginModule and ScramLoginModule become sasl.username and sasl.password;"
         " OAuthBearerLoginModule with clientId and clientSecret becomes sasl.oauthbearer.method=oidc and"
-        " its client.id, client.secret, scope; other login modules are refused naming librdkafka's"
-        " settings",
+        " its client.id, client.secret, scope; Krb5LoginModule with a keyTab and principal becomes"
+        " sasl.kerberos.keytab and .principal; other login modules are refused",
     ),
     "sasl.oauthbearer.token.endpoint.url": _same("the OIDC token endpoint"),
     "sasl.kerberos.service.name": _same(),
@@ -205,13 +205,12 @@ _JAAS_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
     "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": "OAUTHBEARER",
+    "com.sun.security.auth.module.Krb5LoginModule": "GSSAPI",
+    "com.ibm.security.auth.module.Krb5LoginModule": "GSSAPI",
 }
-# Login modules eos names in its refusal of them, and what to give librdkafka instead. An error never shows
-# the value itself, not even its first word: in a line without a login module that may be a password.
-_OTHER_JAAS_MODULES = {
-    "com.sun.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
-    "com.ibm.security.auth.module.Krb5LoginModule": "sasl.kerberos.*",
-}
+# A refusal never shows the value itself, not even its first word: in a line without a login module
+# that may be a password.
+KERBEROS_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 #: the Java client's OIDC login handler (client credentials), in its packages since Kafka 3.1
 _OIDC_HANDLERS = frozenset(
     {
@@ -244,21 +243,14 @@ def _jks_fix(store: str, location: str) -> str:
 _STORES = {"truststore": ("trust store", "PEM"), "keystore": ("key store", "PKCS12")}
 
 
-def _jaas_refusal(module: str) -> str:
-    """Why a `sasl.jaas.config` whose first word is `module` cannot be translated, without any of it
-    but a login module's class name from `_OTHER_JAAS_MODULES`."""
-    supported = "eos's clients (librdkafka) take only PLAIN, SCRAM and OAuth client credentials from it"
-    if module in _OTHER_JAAS_MODULES:
-        return (
-            f"sasl.jaas.config with login module {module!r}: {supported}; give librdkafka's own"
-            f" settings ({_OTHER_JAAS_MODULES[module]}) instead"
-        )
+def _jaas_refusal() -> str:
+    """Why a `sasl.jaas.config` with another login module cannot be translated, without any of it."""
     return (
-        "sasl.jaas.config does not start with PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule"
-        " (its value is not"
-        f" shown): {supported}, written `org.apache.kafka.common.security.plain.PlainLoginModule required"
-        ' username="..." password="...";`; for other mechanisms give librdkafka\'s own settings (e.g.'
-        " sasl.oauthbearer.*, sasl.kerberos.*) instead"
+        "sasl.jaas.config does not start with PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule or"
+        " Krb5LoginModule (its value is not shown): eos's clients (librdkafka) take only PLAIN, SCRAM, OAuth"
+        " client credentials and Kerberos keytab logins from it, written e.g."
+        ' `org.apache.kafka.common.security.plain.PlainLoginModule required username="..." password="...";`;'
+        " for other logins give librdkafka's own settings (sasl.oauthbearer.*, sasl.kerberos.*) instead"
     )
 
 
@@ -267,11 +259,24 @@ def _jaas(key: str, value: str) -> dict[str, str]:
     module, rest = (parts + ["", ""])[:2]
     module = module.removeprefix("kafkashaded.")
     if module not in _JAAS_MODULES:
-        raise ConfigError(key, _jaas_refusal(module))
+        raise ConfigError(key, _jaas_refusal())
     options = {
         m.group(1): re.sub(r"\\(.)", r"\1", m.group(2) if m.group(2) is not None else m.group(3))
         for m in _JAAS_OPTION.finditer(rest)
     }
+    if _JAAS_MODULES[module] == "GSSAPI":
+        if (
+            options.get("useKeyTab", "").lower() != "true"
+            or "keyTab" not in options
+            or "principal" not in options
+        ):
+            raise ConfigError(
+                key,
+                'sasl.jaas.config with Krb5LoginModule needs useKeyTab=true, keyTab="..." and'
+                ' principal="..." (librdkafka logs in from a keytab); for a ticket cache give'
+                " librdkafka's sasl.kerberos.kinit.cmd instead",
+            )
+        return {"sasl.kerberos.keytab": options["keyTab"], "sasl.kerberos.principal": options["principal"]}
     if _JAAS_MODULES[module] == "OAUTHBEARER":
         if "clientId" not in options or "clientSecret" not in options:
             raise ConfigError(
@@ -362,7 +367,8 @@ _LIBRDKAFKA_ONLY = frozenset(
         "sasl.oauthbearer.scope",
         "sasl.oauthbearer.extensions",
         "sasl.kerberos.kinit.cmd",
-        "sasl.kerberos.keytab",
+        "sasl.kerberos.keytab",  # turned into a Krb5LoginModule sasl.jaas.config below
+        "sasl.kerberos.principal",
     }
 )
 
@@ -397,6 +403,15 @@ def spark_source_options(config: Config) -> dict[str, str]:
         fields = " ".join(f'{k}="{_jaas_quote(v)}"' for k, v in jaas.items() if v is not None)
         options["kafka.sasl.jaas.config"] = f"{OAUTH_MODULE} required {fields};"
         options.setdefault("kafka.sasl.login.callback.handler.class", OIDC_HANDLER)
+    elif "sasl.kerberos.keytab" in config.kafka and "sasl.jaas.config" not in config.kafka:
+        keytab, principal = (
+            config.kafka["sasl.kerberos.keytab"],
+            config.kafka.get("sasl.kerberos.principal", ""),
+        )
+        options["kafka.sasl.jaas.config"] = (
+            f'{KERBEROS_MODULE} required useKeyTab=true storeKey=true keyTab="{_jaas_quote(keytab)}"'
+            f' principal="{_jaas_quote(principal)}";'
+        )
     elif username is not None and "sasl.jaas.config" not in config.kafka:
         module = (
             "org.apache.kafka.common.security.plain.PlainLoginModule"

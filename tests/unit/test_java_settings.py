@@ -313,3 +313,28 @@ def test_an_oauth_login_without_client_credentials_is_refused_without_its_value(
             }
         )
     assert "hidden-sub" not in str(info.value)
+
+
+def test_a_kerberos_keytab_login_both_ways():
+    """Translated only: the confluent-kafka wheel's librdkafka has no GSSAPI, so no KDC test runs it."""
+    from eos._kafka._java import spark_source_options
+
+    jaas = (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true"
+        ' keyTab="/etc/security/eos.keytab" principal="eos/host@EXAMPLE.COM";'
+    )
+    settings = from_java(
+        {"sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka", "sasl.jaas.config": jaas}
+    )
+    assert settings == {
+        "sasl.mechanism": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka",
+        "sasl.kerberos.keytab": "/etc/security/eos.keytab",
+        "sasl.kerberos.principal": "eos/host@EXAMPLE.COM",
+    }
+    config = eos.Config(bootstrap_servers="b:9092", app_id="a", output_topic="o", kafka=settings)
+    options = spark_source_options(config)
+    assert options["kafka.sasl.jaas.config"] == jaas
+    assert (
+        "kafka.sasl.kerberos.keytab" not in options and options["kafka.sasl.kerberos.service.name"] == "kafka"
+    )

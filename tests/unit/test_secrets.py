@@ -61,8 +61,10 @@ def test_format_eos_and_the_cli_refuse_it_without_its_value(value, caplog):
 
 def test_a_known_login_module_is_still_named():
     kerberos = "com.sun.security.auth.module.Krb5LoginModule"
-    with pytest.raises(eos.ConfigError, match=f"login module '{kerberos}'.*sasl.kerberos"):
-        from_java({"sasl.jaas.config": f"kafkashaded.{kerberos} required;"})
+    with pytest.raises(
+        eos.ConfigError, match="Krb5LoginModule needs useKeyTab=true.*sasl.kerberos.kinit.cmd"
+    ):
+        from_java({"sasl.jaas.config": f"kafkashaded.{kerberos} required useTicketCache=true;"})
     with pytest.raises(eos.ConfigError, match="does not start with PlainLoginModule, ScramLoginModule"):
         from_java({"sasl.jaas.config": f'password="{SECRET}" username="u"'})
 
