@@ -96,13 +96,7 @@ class RecordCollector:
                 str(exc), topic=in_topic, partition=in_partition, offset=in_offset, poison=True
             ) from exc
         if out.timestamp is not None and out.timestamp < 0:
-            raise ProduceError(
-                f"output to {topic!r}: its timestamp {out.timestamp} is before 1970",
-                topic=in_topic,
-                partition=in_partition,
-                offset=in_offset,
-                poison=True,
-            )
+            raise _before_1970(topic, out.timestamp, "", in_topic, in_partition, in_offset)
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, in_offset)
         if self.exact:
@@ -203,13 +197,7 @@ class RecordCollector:
                 t = t if t is not None else default
                 p = -1 if p is None else p
                 if ts is not None and ts < 0:
-                    raise ProduceError(
-                        f"output to {t!r}: its timestamp {ts} is before 1970{outputs.origin(i)}",
-                        topic=in_topic,
-                        partition=in_partition,
-                        offset=outputs.offset_of(i),
-                        poison=True,
-                    )
+                    raise _before_1970(t, ts, outputs.origin(i), in_topic, in_partition, outputs.offset_of(i))
                 callback = (
                     partial(self._on_exact_report, outputs.offset_of(i))
                     if self.exact
@@ -455,6 +443,19 @@ class RecordCollector:
     def close(self) -> None:
         self._producer = None
         self._arrow = None
+
+
+def _before_1970(
+    topic: str, timestamp: int, origin: str, in_topic: str, in_partition: int, in_offset: int
+) -> ProduceError:
+    """A negative output timestamp: the record's own fault (a poison record)."""
+    return ProduceError(
+        f"output to {topic!r}: its timestamp {timestamp} is before 1970{origin}",
+        topic=in_topic,
+        partition=in_partition,
+        offset=in_offset,
+        poison=True,
+    )
 
 
 def _listed(column):

@@ -307,3 +307,44 @@ def seed(bootstrap, names, per_partition, partitions=4):
     testing.create_topic(bootstrap, source, partitions)
     testing.create_topic(bootstrap, output, partitions)
     return source, output, testing.produce_sequence(bootstrap, source, partitions, per_partition)
+
+
+def grant_pipeline(local: LocalBroker, principal: str, source: str, output: str, app: str) -> None:
+    """The ACLs a pipeline's principal needs on the local broker (which enforces them): its topics, its
+    app's changelogs, groups and transactional ids, Spark's source groups, idempotent writes."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    def allow(rtype, name, op, pattern=ResourcePatternType.LITERAL):
+        return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+
+    acls = [
+        allow(ResourceType.TOPIC, source, AclOperation.ALL),
+        allow(ResourceType.TOPIC, output, AclOperation.ALL),
+        allow(ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
+        allow(ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
+        allow(ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED),
+        allow(ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
+        allow(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
+    ]
+    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+
+
+def event_log_conf(tmp_path: Path) -> tuple[Path, Path]:
+    """A SPARK_CONF_DIR whose spark-defaults write Spark's event log (plans, environment, every job)
+    uncompressed into the returned directory, for a test to search."""
+    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
+    conf_dir.mkdir()
+    events.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir {events}\nspark.eventLog.compress false\n"
+    )
+    return conf_dir, events

@@ -8,15 +8,7 @@ client's OAuth options as a Spark query writes them."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
-from conftest import OAUTH_CLIENT, OAUTH_SECRET, finish, start_pipeline
+from conftest import OAUTH_CLIENT, OAUTH_SECRET, event_log_conf, finish, grant_pipeline, start_pipeline
 
 import eos
 from eos import testing
@@ -36,22 +28,7 @@ def oauth(broker, names):
     testing.create_topic(local.bootstrap_servers, output, PARTITIONS)
     sent = testing.produce_sequence(local.bootstrap_servers, source, PARTITIONS, 300)
     principal = f"User:{OAUTH_CLIENT}"
-
-    def allow(rtype, name, op, pattern=ResourcePatternType.LITERAL):
-        return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
-
-    acls = [
-        allow(ResourceType.TOPIC, source, AclOperation.ALL),
-        allow(ResourceType.TOPIC, output, AclOperation.ALL),
-        allow(ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
-    ]
-    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
-    for future in admin.create_acls(acls).values():
-        future.result(30)
+    grant_pipeline(local, principal, source, output, app)
     return local, broker.oidc, source, output, app, sent
 
 
@@ -73,12 +50,7 @@ def test_the_pipeline_runs_over_oauth_and_the_client_secret_stays_out_of_logs(oa
     listener, its OAuth settings from EOS_KAFKA_* variables; its whole stderr (driver, JVM, executors'
     Python workers) and Spark's event log are searched for the client secret."""
     local, oidc, source, output, app, sent = oauth
-    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
-    conf_dir.mkdir()
-    events.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir {events}\nspark.eventLog.compress false\n"
-    )
+    conf_dir, events = event_log_conf(tmp_path)
     env = {
         "EOS_PROCESSING_GUARANTEE": "exactly_once",
         **{f"EOS_KAFKA_{k.replace('.', '_').upper()}": v for k, v in _oidc_settings(oidc).items()},

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import finish, group_offsets, start_pipeline
+from conftest import event_log_conf, finish, group_offsets, start_pipeline
 
 import eos
 from eos import testing
@@ -78,12 +78,7 @@ def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secur
     whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password."""
     local, source, output, app, sent = secured
     # Spark's event log (SQL plans, the environment, every job) is written too, through spark-defaults.
-    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
-    conf_dir.mkdir()
-    events.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir {events}\nspark.eventLog.compress false\n"
-    )
+    conf_dir, events = event_log_conf(tmp_path)
     oauth = "principal=alice extension_secretmarker=oauth-marker-5f3a"  # a librdkafka-only secret
     env = {
         "EOS_PROCESSING_GUARANTEE": "exactly_once",

@@ -9,15 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
-from conftest import TLS_KEYSTORE_PASSWORD, finish, start_pipeline
+from conftest import TLS_KEYSTORE_PASSWORD, event_log_conf, finish, grant_pipeline, start_pipeline
 
 import eos
 from eos import testing
@@ -35,33 +27,13 @@ def mtls(broker, names):
     testing.create_topic(local.bootstrap_servers, output, PARTITIONS)
     sent = testing.produce_sequence(local.bootstrap_servers, source, PARTITIONS, 200)
     principal = broker.certificates.client_principal
-
-    def allow(rtype, name, op, pattern=ResourcePatternType.LITERAL):
-        return AclBinding(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
-
-    acls = [
-        allow(ResourceType.TOPIC, source, AclOperation.ALL),
-        allow(ResourceType.TOPIC, output, AclOperation.ALL),
-        allow(ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
-    ]
-    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
-    for future in admin.create_acls(acls).values():
-        future.result(30)
+    grant_pipeline(local, principal, source, output, app)
     return local, broker.certificates, source, output, app, sent
 
 
 def test_the_pipeline_runs_over_mutual_tls_and_the_key_store_password_stays_out_of_logs(mtls, tmp_path):
     local, certs, source, output, app, sent = mtls
-    conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
-    conf_dir.mkdir()
-    events.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir {events}\nspark.eventLog.compress false\n"
-    )
+    conf_dir, events = event_log_conf(tmp_path)
     env = {
         "EOS_PROCESSING_GUARANTEE": "exactly_once",
         "EOS_KAFKA_SECURITY_PROTOCOL": "SSL",

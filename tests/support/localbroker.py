@@ -80,6 +80,17 @@ listener.name.ssl.ssl.truststore.type=PEM
 listener.name.ssl.ssl.truststore.location={ca}
 """
 
+
+def _with_listener(text: str, name: str, port: int, protocol: str) -> str:
+    """server.properties `text` with one more client listener, advertised, of security `protocol`."""
+    endpoint = f"{name}://127.0.0.1:{port}"
+    lines = (
+        f"{line},{endpoint}" if line.startswith(("listeners=", "advertised.listeners=")) else line
+        for line in text.splitlines()
+    )
+    return "\n".join(lines).replace("CONTROLLER:PLAINTEXT", f"CONTROLLER:PLAINTEXT,{name}:{protocol}") + "\n"
+
+
 _LOG4J2 = """\
 status = warn
 appender.file.type = File
@@ -222,24 +233,10 @@ class LocalBroker:
             users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
             text += _SASL_PROPERTIES.format(admin=SASL_USERS["admin"], users=users)
         if self.oauth_port:
-            oauth = f"OAUTH://127.0.0.1:{self.oauth_port}"
-            text = (
-                "\n".join(
-                    f"{line},{oauth}" if line.startswith(("listeners=", "advertised.listeners=")) else line
-                    for line in text.splitlines()
-                ).replace("CONTROLLER:PLAINTEXT", "CONTROLLER:PLAINTEXT,OAUTH:SASL_PLAINTEXT")
-                + "\n"
-            )
+            text = _with_listener(text, "OAUTH", self.oauth_port, "SASL_PLAINTEXT")
             text += _OAUTH_PROPERTIES.format(jwks=self.oauth_jwks_url)
         if self.ssl_port:
-            tls = f"SSL://127.0.0.1:{self.ssl_port}"
-            text = (
-                "\n".join(
-                    f"{line},{tls}" if line.startswith(("listeners=", "advertised.listeners=")) else line
-                    for line in text.splitlines()
-                ).replace("CONTROLLER:PLAINTEXT", "CONTROLLER:PLAINTEXT,SSL:SSL")
-                + "\n"
-            )
+            text = _with_listener(text, "SSL", self.ssl_port, "SSL")
             text += _SSL_PROPERTIES.format(ca=self.ssl_ca, keystore=self.ssl_keystore)
         for key, value in self.overrides.items():  # a later line of a properties file wins
             text += f"{key}={value}\n"
