@@ -309,7 +309,7 @@ def _jaas(key: str, value: str) -> dict[str, str]:
 def from_java(props: Mapping[str, str]) -> dict[str, str]:
     """librdkafka settings for eos's clients from Java client properties, by `SETTINGS`; a setting it
     does not list passes as it is. What cannot be translated is a ConfigError naming the key and what
-    to write instead (a value is never shown)."""
+    to write instead (never a secret's value)."""
     out: dict[str, str] = {}
     for key, value in props.items():
         if key == "sasl.jaas.config":
