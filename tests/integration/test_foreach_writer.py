@@ -6,6 +6,8 @@ way to say that the query filters input rows (its error named `format("eos")`'s 
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Producer
 
 import eos
@@ -20,11 +22,13 @@ def test_output_topic_partition_and_timestamp_columns_headers_and_a_filter(spark
     testing.create_topic(bootstrap, source, PARTITIONS)
     testing.create_topic(bootstrap, output, 3)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    # an hour ago: well inside the broker's retention, which deletes older segments by timestamp
+    base = int(time.time() * 1000) - 3_600_000
     for seq in range(PER_PARTITION):
         for partition in range(PARTITIONS):
             value = testing.seq_value(source, partition, seq)
             headers = [("seq", str(seq).encode()), ("origin", b"orders")]
-            at = 1_700_000_000_000 + seq * 1000 + partition  # a create time of the input's own
+            at = base + seq * 1000 + partition  # a create time of the input's own
             producer.produce(source, value, b"k%d" % seq, partition=partition, headers=headers, timestamp=at)
     assert producer.flush(30) == 0
     config = eos.Config(
@@ -61,4 +65,4 @@ def test_output_topic_partition_and_timestamp_columns_headers_and_a_filter(spark
         _, _, seq = testing.parse_value(r.value)
         assert r.partition == seq % 3, (r.partition, seq)  # offset == seq: produced in order per partition
         assert dict(r.headers) == {"seq": str(seq).encode(), "origin": b"orders"}
-        assert r.timestamp == 1_700_000_000_000 + seq * 1000 + testing.parse_value(r.value)[1]
+        assert r.timestamp == base + seq * 1000 + testing.parse_value(r.value)[1]
