@@ -95,8 +95,6 @@ class RecordCollector:
             raise ProduceError(
                 str(exc), topic=in_topic, partition=in_partition, offset=in_offset, poison=True
             ) from exc
-        if out.timestamp is not None and out.timestamp < 0:
-            raise _before_1970(topic, out.timestamp, "", in_topic, in_partition, in_offset)
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, in_offset)
         if self.exact:
@@ -196,8 +194,6 @@ class RecordCollector:
             for i, t, value, key, p, h, ts in rows:
                 t = t if t is not None else default
                 p = -1 if p is None else p
-                if ts is not None and ts < 0:
-                    raise _before_1970(t, ts, outputs.origin(i), in_topic, in_partition, outputs.offset_of(i))
                 callback = (
                     partial(self._on_exact_report, outputs.offset_of(i))
                     if self.exact
@@ -301,7 +297,16 @@ class RecordCollector:
     ) -> None:
         """produce() one record, serving delivery reports while the queue is full. `at` is the record's
         index in `outputs`, or its input offset where `outputs` is None; `timestamp` in epoch ms (None:
-        the producer's clock, librdkafka's 0)."""
+        the producer's clock, librdkafka's 0; before 1970: the record's own fault, a poison record)."""
+        if timestamp is not None and timestamp < 0:
+            offset, origin = (at, "") if outputs is None else (outputs.offset_of(at), outputs.origin(at))
+            raise ProduceError(
+                f"output to {topic!r}: its timestamp {timestamp} is before 1970{origin}",
+                topic=in_topic,
+                partition=in_partition,
+                offset=offset,
+                poison=True,
+            )
         while True:
             try:
                 self._producer.produce(topic, value, key, partition, callback, None, timestamp or 0, headers)
@@ -443,19 +448,6 @@ class RecordCollector:
     def close(self) -> None:
         self._producer = None
         self._arrow = None
-
-
-def _before_1970(
-    topic: str, timestamp: int, origin: str, in_topic: str, in_partition: int, in_offset: int
-) -> ProduceError:
-    """A negative output timestamp: the record's own fault (a poison record)."""
-    return ProduceError(
-        f"output to {topic!r}: its timestamp {timestamp} is before 1970{origin}",
-        topic=in_topic,
-        partition=in_partition,
-        offset=in_offset,
-        poison=True,
-    )
 
 
 def _listed(column):
