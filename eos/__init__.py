@@ -5,6 +5,7 @@ df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.
 """
 
 from eos._core._job import Commit
+from eos._core._stats import BatchSummary
 from eos._log import Formatter as LogFormatter
 from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
@@ -41,7 +42,7 @@ from eos.errors import (
 )
 from eos.records import Output
 from eos.session import read_stream, register, spark_session, starting_offsets, with_input_column
-from eos.sink import BatchSummary, Sink, sink
+from eos.sink import Sink, sink
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
 #: `df.writeStream.foreach(eos.foreach_writer(config))`, e.g. in real-time mode (see `ForeachWriter`).
@@ -49,6 +50,7 @@ foreach_writer = ForeachWriter
 
 
 __all__ = [
+    "MetricsListener",
     "AuthenticationError",
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE",
@@ -101,3 +103,13 @@ __all__ = [
     "starting_offsets",
     "with_input_column",
 ]
+
+
+def __getattr__(name: str):
+    # MetricsListener subclasses pyspark's StreamingQueryListener: imported on first use, so that
+    # `import eos` (the CLI, every Python worker) does not load pyspark.sql for it
+    if name == "MetricsListener":
+        from eos._spark._listener import MetricsListener
+
+        return MetricsListener
+    raise AttributeError(f"module 'eos' has no attribute {name!r}")

@@ -259,9 +259,14 @@ def register(
     on_commit: OnCommit | None = None,
     *,
     process_batch: ProcessBatch | None = None,
+    metrics_port: int | None = None,
 ) -> str:
     """Register the `format("eos")` data source with `spark` (classic or Spark Connect; PySpark 4.0+);
     returns its name. `eos.spark_session()` registers the pass-through one as "eos".
+
+    `metrics_port`: serve the figures of `spark`'s `format("eos")` queries on this port, from this
+    process (classic) or the Connect server, through an `eos.MetricsListener` added to `spark` (once per
+    port; 0: recorded, not served).
 
     A sink with functions registers under a name of its own, the functions travelling with it:
     `eos.register(spark, "eos-counts", count, stores={"counts": "json"})`, then
@@ -284,6 +289,10 @@ def register(
 
     _hide_secret_options(spark)
     spark.dataSource.register(source_class(name, functions(process, process_batch, stores, on_commit)))
+    if metrics_port is not None:
+        from eos._spark._listener import listen
+
+        listen(spark, metrics_port)
     return name
 
 

@@ -36,7 +36,7 @@ from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
 from eos._core._job import Job, OnCommit, Process, ProcessBatch
-from eos._core._stats import STATS_DDL, steps, totals
+from eos._core._stats import STATS_DDL, BatchSummary
 from eos._core._task import run_partition
 from eos._kafka import _cluster, _topics
 from eos._log import get_logger
@@ -46,41 +46,6 @@ from eos._spark._placement import place_batch
 from eos.config import Config
 from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
 from eos.state import StoreSpec
-
-
-@attrs.frozen
-class BatchSummary:
-    batch_id: int
-    guarantee: str
-    partitions: int
-    records_in: int
-    records_out: int
-    skipped: int
-    transactions: int
-    aborted: int
-    redos: int
-    producers_replaced: int
-    #: fresh producers tasks started with (no kept one in their worker for the partition)
-    producers_created: int
-    restored: int
-    commit_ms_max: float
-    seconds: float
-    per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
-    #: whether the rows went through the regrouping shuffle (D3) or were already one run per task
-    regrouped: bool = True
-    #: bad records written to the dead-letter topic (on_error="dead_letter")
-    dead_letters: int = 0
-    #: where the tasks' time went, in ms summed over the batch's partitions (PartitionStats' seconds
-    #: fields: `seconds` is all of it, `start_seconds` steps 1-4, ...)
-    steps: dict[str, float] = attrs.field(factory=dict)
-    #: where the sink's own time on the driver went, in ms: the batch's columns (D1), the topics and
-    #: cluster checks (D2), the lineage (D3) and the Spark job that runs the tasks (D4)
-    driver: dict[str, float] = attrs.field(factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
-        return {k: v for k, v in attrs.asdict(self).items() if k != "per_partition"}
-
 
 OnBatch = Callable[["BatchSummary"], None]
 
@@ -172,7 +137,9 @@ class Sink:
             _cluster.check_transaction_timeout(self.config)
             self._cluster_checked = True
         if self.config.metrics_port is not None and not self._metrics:
-            _metrics.enable(self.config)  # where the sink runs (the Connect server under Spark Connect)
+            _metrics.enable(
+                self.config.metrics_port
+            )  # where the sink runs (the Connect server under Spark Connect)
             self._metrics = True
         driver["topics_ms"] = _ms_since(mark)
         if self.config.input_mode == "any":
@@ -340,17 +307,8 @@ class Sink:
         regrouped: bool = True,
         driver: dict[str, float] | None = None,
     ) -> BatchSummary:
-        return BatchSummary(
-            batch_id=batch_id,
-            guarantee=self.config.processing_guarantee,
-            partitions=len(stats),
-            **totals(stats),
-            commit_ms_max=round(max((s["commit_seconds_max"] for s in stats), default=0.0) * 1000, 1),
-            seconds=round(seconds, 3),
-            per_partition=tuple(stats),
-            regrouped=regrouped,
-            steps=steps(stats),
-            driver=driver or {},
+        return BatchSummary.of(
+            batch_id, self.config.processing_guarantee, stats, seconds, regrouped=regrouped, driver=driver
         )
 
 

@@ -1,5 +1,6 @@
 """A task's figures: `PartitionStats`, the one list of them. The stats row each task returns to the
-driver (`mapInArrow`'s output: `STATS_SCHEMA`, `STATS_DDL`) and the batch totals (`totals`) derive from it."""
+driver (`mapInArrow`'s output: `STATS_SCHEMA`, `STATS_DDL`), the batch totals (`totals`) and a batch's
+`BatchSummary` derive from it."""
 
 from __future__ import annotations
 
@@ -91,3 +92,62 @@ def steps(stats: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 def totals(stats: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Each of COUNTS summed over a batch's stats rows (one per input partition, or per part)."""
     return {name: sum(row[name] for row in stats) for name in COUNTS}
+
+
+@attrs.frozen
+class BatchSummary:
+    batch_id: int
+    guarantee: str
+    partitions: int
+    records_in: int
+    records_out: int
+    skipped: int
+    transactions: int
+    aborted: int
+    redos: int
+    producers_replaced: int
+    #: fresh producers tasks started with (no kept one in their worker for the partition)
+    producers_created: int
+    restored: int
+    commit_ms_max: float
+    seconds: float
+    per_partition: tuple[dict[str, Any], ...] = attrs.field(repr=False)
+    #: whether the rows went through the regrouping shuffle (D3) or were already one run per task
+    regrouped: bool = True
+    #: bad records written to the dead-letter topic (on_error="dead_letter")
+    dead_letters: int = 0
+    #: where the tasks' time went, in ms summed over the batch's partitions (PartitionStats' seconds
+    #: fields: `seconds` is all of it, `start_seconds` steps 1-4, ...)
+    steps: dict[str, float] = attrs.field(factory=dict)
+    #: where the sink's own time on the driver went, in ms: the batch's columns (D1), the topics and
+    #: cluster checks (D2), the lineage (D3) and the Spark job that runs the tasks (D4)
+    driver: dict[str, float] = attrs.field(factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
+        return {k: v for k, v in attrs.asdict(self).items() if k != "per_partition"}
+
+    @classmethod
+    def of(
+        cls,
+        batch_id: int,
+        guarantee: str,
+        stats: Sequence[Mapping[str, Any]],
+        seconds: float,
+        *,
+        regrouped: bool = True,
+        driver: dict[str, float] | None = None,
+    ) -> BatchSummary:
+        """The summary of a batch from its stats rows (one per input partition, or per part)."""
+        return cls(
+            batch_id=batch_id,
+            guarantee=guarantee,
+            partitions=len(stats),
+            **totals(stats),
+            commit_ms_max=round(max((s["commit_seconds_max"] for s in stats), default=0.0) * 1000, 1),
+            seconds=round(seconds, 3),
+            per_partition=tuple(stats),
+            regrouped=regrouped,
+            steps=steps(stats),
+            driver=driver or {},
+        )

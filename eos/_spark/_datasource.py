@@ -139,9 +139,9 @@ def settings_of(options: Mapping[str, str]) -> Settings:
     if config.metrics_port is not None:
         raise ConfigError(
             "eos.metrics.port",
-            'format("eos") commits each batch in a short-lived Python worker, where no endpoint would'
-            " stay up: its figures are in the ledger (eos ledger show) and the logs. The Prometheus"
-            " endpoint serves foreachBatch(eos.sink(config))",
+            'format("eos") serves its Prometheus figures from the driver\'s process:'
+            " eos.register(spark, metrics_port=9108) or spark.streams.addListener(eos.MetricsListener(9108))"
+            " (each batch commits in a short-lived Python worker, where no endpoint would stay up)",
         )
     try:
         retain = int(own["eos.ledger.retain"])
@@ -161,10 +161,13 @@ def settings_of(options: Mapping[str, str]) -> Settings:
 class EosCommit(WriterCommitMessage):
     """A task's commit message: the figures of each input partition it wrote (`PartitionStats`)."""
 
-    def __init__(self, task: int, attempt: int, partitions: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, task: int, attempt: int, partitions: list[dict[str, Any]], query: str | None = None
+    ) -> None:
         self.task = task
         self.attempt = attempt
         self.partitions = partitions
+        self.query = query  # Spark's query id, for `eos.MetricsListener` (`_ledger.announce`)
 
 
 class EosDataSource(DataSource):
@@ -269,7 +272,9 @@ class _Writer(*_WRITER_BASES):
                 for batch in _parts.run_parts(part_job, iterator, context.partitionId())
                 for row in batch.to_pylist()
             ]
-            return EosCommit(context.partitionId(), context.attemptNumber(), stats)
+            return EosCommit(
+                context.partitionId(), context.attemptNumber(), stats, context.getLocalProperty(_QUERY_ID)
+            )
         job = Job(
             config=self.settings.config,
             batch_id=batch_id,
@@ -282,7 +287,7 @@ class _Writer(*_WRITER_BASES):
         partitions = [
             row for stats in run_partition(job, iterator, context.partitionId()) for row in stats.to_pylist()
         ]
-        return EosCommit(context.partitionId(), context.attemptNumber(), partitions)
+        return EosCommit(context.partitionId(), context.attemptNumber(), partitions, job.query)
 
     def _check_placement(self, batch_id: int, spark_partition: int) -> None:
         """P0 in a task: the batch is placed as eos.place said, and as its first run placed it."""
@@ -356,3 +361,6 @@ class _Writer(*_WRITER_BASES):
             "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
         }
         _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)
+        query = next((m.query for m in messages if m and getattr(m, "query", None)), None)
+        if query is not None:
+            _ledger.announce(query, self.settings.ledger)

@@ -87,3 +87,52 @@ def read_batches(location: str, ids: list[int]) -> Iterator[dict[str, Any]]:
         entry = _read(filesystem, f"{root}/{batch_id}.json")
         if entry is not None:
             yield entry
+
+
+def _pointers() -> str:
+    """Where the driver's host keeps, per running `format("eos")` query, its ledger's location."""
+    import getpass
+    import tempfile
+
+    user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+    return os.path.join(tempfile.gettempdir(), f"eos-{user}", "queries")
+
+
+def announce(query_id: str, location: str) -> None:
+    """Tell `eos.MetricsListener` (on this host: the driver, or the Connect server) where query
+    `query_id`'s ledger is: the commit that writes it runs in a Python worker the listener cannot ask.
+    A file per query, written once per query and location (the listener removes it when the query ends)."""
+    path = os.path.join(_pointers(), query_id)
+    try:
+        with open(path) as f:
+            if f.read() == location:
+                return
+    except OSError:
+        pass
+    os.makedirs(_pointers(), exist_ok=True)
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "w") as f:
+        f.write(location)
+    os.replace(temporary, path)
+
+
+def announced(query_id: str) -> str | None:
+    """The ledger location of query `query_id`, where a commit of it on this host announced one."""
+    try:
+        with open(os.path.join(_pointers(), query_id)) as f:
+            return f.read() or None
+    except OSError:
+        return None
+
+
+def forget(query_id: str) -> None:
+    try:
+        os.remove(os.path.join(_pointers(), query_id))
+    except OSError:
+        pass
+
+
+def read_batch(location: str, batch_id: int) -> dict[str, Any] | None:
+    """The ledger entry of batch `batch_id`, or None where the ledger has none."""
+    filesystem, root = _filesystem(location)
+    return _read(filesystem, f"{root}/{batch_id}.json")

@@ -51,20 +51,18 @@ _COUNTERS = {
 }
 
 
-def _client():
+def _client(field: str):
     try:
         import prometheus_client
     except ImportError:
-        raise ConfigError(
-            "metrics_port", "needs prometheus_client: pip install 'eos-spark[metrics]'"
-        ) from None
+        raise ConfigError(field, "needs prometheus_client: pip install 'eos-spark[metrics]'") from None
     return prometheus_client
 
 
-def enable(config: Config) -> None:
-    """Register eos's metric families (once per process) and serve them on `config.metrics_port`
-    (once per port)."""
-    client = _client()
+def enable(port: int, field: str = "metrics_port") -> None:
+    """Register eos's metric families (once per process) and serve them on `port` (once per port; 0:
+    not served). `field`: the setting named by the error of a port that cannot be served."""
+    client = _client(field)
     with _lock:
         if not _families:
             labels = ("app_id", "topic", "partition")
@@ -85,19 +83,18 @@ def enable(config: Config) -> None:
                 ("app_id",),
                 buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, float("inf")),
             )
-        port = config.metrics_port
         if port and port not in _served:
             try:
                 _served[port] = client.start_http_server(port)
             except OSError as exc:  # the port is taken (EADDRINUSE), or not ours to bind (EACCES)
                 raise ConfigError(
-                    "metrics_port",
+                    field,
                     f"cannot serve the sink's metrics on port {port} ({exc.strerror or exc}): another"
                     " process, or another server of this one, holds it. eos serves them from the process"
-                    " the sink runs in (the driver; the Connect server under Spark Connect): choose a free"
-                    " port there, or metrics_port=0 to record them without serving (an application that"
-                    " serves prometheus_client's registry itself shows them). Nothing of the batch was"
-                    " written.",
+                    " the sink or eos.MetricsListener runs in (the driver; the Connect server under Spark"
+                    " Connect): choose a free port there, or 0 to record them without serving (an"
+                    " application that serves prometheus_client's registry itself shows them). Nothing of"
+                    " the batch was written.",
                 ) from None
 
 
@@ -137,12 +134,7 @@ def record(
     partitions alone); `ends`: their stable end offsets where the caller has them (one missing: a
     partition that does not exist), else they are asked for (`_end_offsets`)."""
     app = config.app_id
-    for stats in summary.per_partition:
-        labels = (app, stats["topic"], str(stats["partition"]))
-        for name, (key, _) in _COUNTERS.items():
-            value = stats[key]
-            if value:
-                _families[name].labels(*labels).inc(value)
+    count(app, summary)
     lags = Lags() if lags is None else lags
     lags.add(config, summary)
     if ends is None:
@@ -152,7 +144,17 @@ def record(
         for tp in [tp for tp in lags.committed if ends.get(tp) is None]:
             del lags.committed[tp]  # the partition does not exist (any more)
         shown = {tp: max(ends[tp] - committed, 0) for tp, committed in lags.committed.items()}
-    _show_lags(app, shown)
+    show_lags(app, shown)
+
+
+def count(app: str, summary) -> None:
+    """Add one batch's figures (`BatchSummary`) to app `app`'s counters."""
+    for stats in summary.per_partition:
+        labels = (app, stats["topic"], str(stats["partition"]))
+        for name, (key, _) in _COUNTERS.items():
+            value = stats.get(key)
+            if value:
+                _families[name].labels(*labels).inc(value)
     _families["eos_batches"].labels(app).inc()
     _families["eos_last_batch_id"].labels(app).set(summary.batch_id)
     _families["eos_batch_seconds"].labels(app).observe(summary.seconds)
@@ -181,7 +183,7 @@ def _end_offsets(
         return None
 
 
-def _show_lags(app: str, lags: Mapping[tuple[str, int], int]) -> None:
+def show_lags(app: str, lags: Mapping[tuple[str, int], int]) -> None:
     """Set the app's input lag gauges to `lags`, and remove those of every other partition."""
     gauge = _families["eos_input_lag"]
     with _lock:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import pyarrow as pa
 
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
@@ -59,12 +60,6 @@ class ForeachWriter:
         *,
         input_filtered: bool = False,
     ) -> None:
-        if config.metrics_port is not None:
-            raise ConfigError(
-                "metrics_port",
-                "foreach_writer has no driver-side batch to take figures from: its figures are in the"
-                " logs and on_commit. The Prometheus endpoint serves foreachBatch(eos.sink(config))",
-            )
         if config.value_serializer is not None or config.key_serializer is not None:
             raise ConfigError(
                 "value_serializer" if config.value_serializer is not None else "key_serializer",
@@ -74,6 +69,12 @@ class ForeachWriter:
         self.config = config
         self.functions = functions(process, None, stores, on_commit)
         self.input_filtered = input_filtered
+        #: the accumulator the tasks add their figures to, served by a MetricsListener (`metrics_port`)
+        self.figures = None
+        if config.metrics_port is not None:
+            from eos._spark._listener import figures_of  # pyspark.sql: only where it is used
+
+            self.figures = figures_of(config)
 
     def open(self, partition_id: int, epoch_id: int) -> bool:  # R1
         self.epoch = epoch_id
@@ -126,10 +127,13 @@ class ForeachWriter:
         try:
             self._raise_failure()
             self._feed()
-            self.task.finish()
+            stats = self.task.finish()
         except BaseException:
             self.task.fail()
             raise
+        if self.figures is not None:  # to the driver as the task ends (a failed task's are dropped)
+            key = (self.task.job.query, self.config.app_id, stats.topic, stats.partition)
+            self.figures.add({key: {**attrs.asdict(stats), "guarantee": self.config.processing_guarantee}})
 
     def _flush(self) -> None:
         """Between rows: feed rows that waited half of commit_interval_ms, commit what is due."""

@@ -25,7 +25,7 @@ def figures(app: str) -> dict[tuple[str, tuple], float]:
 
 def test_batch_summaries_become_labelled_counters_and_the_lag_a_gauge():
     config = eos.Config(bootstrap_servers="b:1", app_id="metrics-unit", output_topic="out", metrics_port=0)
-    _metrics.enable(config)
+    _metrics.enable(config.metrics_port)
     sink = Sink(config)
     for batch_id in range(3):
         summary = sink._summarize(batch_id, stats(batch_id, partitions=2), 0.5, False)

@@ -1,0 +1,279 @@
+"""`eos.MetricsListener`: the figures of `format("eos")` and `eos.foreach_writer` queries, in the driver
+process, beside each batch's `StreamingQueryProgress`.
+
+`foreachBatch(eos.sink(config))` has the batch in the driver (its `metrics_port`, `on_batch`); these two
+write and commit in Spark's workers, so their figures travel another way:
+
+- `format("eos")`: the commit (S3, a Python worker on the driver's host) writes each batch's
+  per-partition figures to the query's ledger and announces the ledger's location for the query id
+  (`_ledger.announce`); on the query's progress the listener reads the batches since the last one it
+  counted.
+- `foreach_writer`: each task adds its partition's figures to a Spark accumulator (`figures_of`),
+  which Spark merges into the driver as tasks end (classic Spark only: Spark Connect has no
+  accumulators); the listener counts what grew since the query's last progress.
+
+The listener counts them into the Prometheus families of `_metrics` (served on its port) and hands
+`on_progress(progress, summary)` Spark's progress with the batch's `BatchSummary`. The input lag is the
+source's `latestOffset` of the progress minus the offset eos committed. Spark 4.0 gives a Python sink no
+way to put figures into the progress itself (docs/guide/observability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from pyspark.accumulators import AccumulatorParam
+from pyspark.sql.streaming import StreamingQueryListener
+
+from eos._core._stats import COUNTS, STEPS, BatchSummary
+from eos._log import get_logger
+from eos._spark import _ledger, _metrics
+from eos.config import Config
+from eos.errors import ConfigError
+
+OnProgress = Callable[[Any, BatchSummary], None]
+
+#: a partition's figures that only grow, summed as tasks add them (the rest: `_merge`)
+_SUMMED = (*COUNTS, *STEPS)
+
+
+def _merge(into: dict[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+    """A partition's accumulated figures with one task's added."""
+    for name in _SUMMED:
+        into[name] = into.get(name, 0) + (figures.get(name) or 0)
+    into["commit_seconds_max"] = max(
+        into.get("commit_seconds_max", 0.0), figures.get("commit_seconds_max") or 0.0
+    )
+    offsets = [o for o in (into.get("last_offset"), figures.get("last_offset")) if o is not None]
+    into["last_offset"] = max(offsets) if offsets else None
+    for name in ("transactional_id", "guarantee"):
+        into[name] = figures.get(name) or into.get(name)
+    return into
+
+
+class Figures(AccumulatorParam):
+    """foreach_writer's accumulator: {(query id, app id, topic, partition): the partition's figures}."""
+
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, value1, value2):  # noqa: N802 - PySpark's name
+        for key, figures in value2.items():
+            value1[key] = _merge(value1.get(key, {}), figures)
+        return value1
+
+
+_lock = threading.Lock()
+_accumulator: list[Any] = []  # the process's foreach_writer accumulator, with the SparkContext it is of
+_listening: dict[tuple[int, int], MetricsListener] = {}  # (id of a session, port): its listener
+
+
+def figures_of(config: Config):
+    """The accumulator a foreach_writer with `metrics_port` adds its figures to, in a classic session
+    of this process, whose listener serves them on the port (one per session and port)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    context = SparkContext._active_spark_context
+    session = SparkSession.getActiveSession()
+    if context is None or session is None:
+        raise ConfigError(
+            "metrics_port",
+            "foreach_writer's figures reach the driver through a Spark accumulator: create the writer in"
+            " the driver of a classic Spark session (Spark Connect has no accumulators). Under Spark"
+            ' Connect, format("eos") with eos.register(spark, metrics_port=...) or'
+            " foreachBatch(eos.sink(config)) serve them",
+        )
+    with _lock:
+        if not _accumulator or _accumulator[1] is not context:
+            _accumulator[:] = [context.accumulator({}, Figures()), context]
+        accumulator = _accumulator[0]
+    listen(session, config.metrics_port)
+    return accumulator
+
+
+def _checked_port(port: Any, field: str) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigError(field, f"{port!r} is not a port number (0-65535)")
+    return port
+
+
+def listen(session, port: int) -> MetricsListener:
+    """The MetricsListener serving `port` (`metrics_port`) for `session`, added to it on the first call."""
+    _checked_port(port, "metrics_port")
+    with _lock:
+        listener = _listening.get((id(session), port))
+        if listener is None:
+            listener = _listening[(id(session), port)] = MetricsListener(port)
+            _metrics.enable(port, "metrics_port")  # a port that cannot be served fails here, not later
+            session.streams.addListener(listener)
+        return listener
+
+
+@attrs.define
+class _Run:
+    """What this process counted of one query: the last batch (and its summary), each partition's
+    accumulated figures as last seen, and the input offset eos committed for each."""
+
+    last_batch: int | None = None
+    last: tuple[str, BatchSummary] | None = None
+    seen: dict[tuple[str, int], dict[str, Any]] = attrs.field(factory=dict)
+    committed: dict[tuple[str, int], int] = attrs.field(factory=dict)
+
+
+#: per query id: what this process counted (shared by its listeners: a batch is counted once)
+_runs: dict[str, _Run] = {}
+
+
+class MetricsListener(StreamingQueryListener):
+    """A StreamingQueryListener for `format("eos")` and `eos.foreach_writer` queries: each batch's figures
+    into eos's Prometheus metrics, served on `port` from this process (0: recorded in prometheus_client's
+    registry, not served), and `on_progress(progress, summary)` with Spark's StreamingQueryProgress and
+    eos's BatchSummary of the batch. `spark.streams.addListener(eos.MetricsListener(9108))`.
+
+    Queries of `foreachBatch(eos.sink(config))` are left to the sink (its `metrics_port`, `on_batch`)."""
+
+    def __init__(self, port: int = 0, on_progress: OnProgress | None = None) -> None:
+        self.port = _checked_port(port, "port")
+        self.on_progress = on_progress
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        query = str(event.id)
+        with _lock:
+            _runs.pop(query, None)
+            _ledger.forget(query)
+            if _accumulator:
+                values = _accumulator[0].value
+                for key in [key for key in values if key[0] == query]:
+                    values.pop(key, None)
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        progress = event.progress
+        try:
+            self.progress(progress)
+        except Exception as exc:  # noqa: BLE001 - a listener must not fail Spark's listener bus
+            get_logger("eos.sink").warning(
+                "metrics not recorded",
+                query_id=str(progress.id),
+                batch_id=progress.batchId,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+
+    def progress(self, progress) -> BatchSummary | None:
+        """The summary of `progress`'s batch (counted into the metrics, once per process), handed to
+        on_progress; None for a query that is not eos's format("eos") or foreach_writer."""
+        _metrics.enable(self.port, "MetricsListener port")
+        found = counted(progress)
+        if found is None:
+            return None
+        if self.on_progress is not None:
+            self.on_progress(progress, found[1])
+        return found[1]
+
+
+def counted(progress) -> tuple[str, BatchSummary] | None:
+    """The app id and summary of `progress`'s batch: the figures of the query's batches since its last
+    progress, counted into the metrics the first time a listener of this process asks."""
+    query = str(progress.id)
+    with _lock:
+        run = _runs.setdefault(query, _Run())
+        if run.last is not None and run.last_batch == progress.batchId:
+            return run.last
+        found = _from_ledger(query, progress, run) or _from_accumulator(query, progress, run)
+        if found is None:
+            return None
+        run.last_batch, run.last = progress.batchId, found
+        app, summary = found
+        _metrics.count(app, summary)
+        for stats in summary.per_partition:
+            committed = _metrics.next_offset(stats)
+            if committed is not None:
+                run.committed[(stats["topic"], stats["partition"])] = committed
+        latest = _latest_offsets(progress)
+        _metrics.show_lags(
+            app, {tp: max(latest[tp] - offset, 0) for tp, offset in run.committed.items() if tp in latest}
+        )
+        return found
+
+
+def _from_ledger(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | None:
+    """format("eos"): the committed batches of the ledger after the last counted, up to the progress's."""
+    location = _ledger.announced(query)
+    batch_id = progress.batchId
+    if location is None or (run.last_batch is not None and batch_id <= run.last_batch):
+        return None
+    first = batch_id if run.last_batch is None else run.last_batch + 1
+    stats: list[dict[str, Any]] = []
+    app = guarantee = None
+    for entry in _ledger.read_batches(location, list(range(first, batch_id + 1))):
+        committed = [a for a in entry["attempts"] if a["outcome"] == "committed"]
+        if committed:
+            app, guarantee = committed[-1]["app_id"], committed[-1]["guarantee"]
+            stats.extend(committed[-1]["partitions"])
+    if app is None:
+        return None
+    return app, BatchSummary.of(batch_id, guarantee, stats, _seconds(progress), regrouped=False)
+
+
+def _from_accumulator(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | None:
+    """foreach_writer: what each of the query's partitions added since the last progress."""
+    if not _accumulator:
+        return None
+    stats: list[dict[str, Any]] = []
+    app = guarantee = None
+    for (of, app_id, topic, partition), figures in list(_accumulator[0].value.items()):
+        if of != query:
+            continue
+        app, guarantee = app_id, figures.get("guarantee")
+        before = run.seen.get((topic, partition), {})
+        if figures == before:
+            continue
+        delta = {name: (figures.get(name) or 0) - (before.get(name) or 0) for name in _SUMMED}
+        stats.append(
+            {
+                **delta,
+                "topic": topic,
+                "partition": partition,
+                "transactional_id": figures.get("transactional_id"),
+                "commit_seconds_max": figures.get("commit_seconds_max", 0.0),
+                "last_offset": figures.get("last_offset"),
+            }
+        )
+        run.seen[(topic, partition)] = dict(figures)
+    if app is None:
+        return None
+    return app, BatchSummary.of(progress.batchId, guarantee, stats, _seconds(progress), regrouped=False)
+
+
+def _seconds(progress) -> float:
+    """The batch's write: Spark's `addBatch` duration (the sink's part of the trigger)."""
+    return (progress.durationMs or {}).get("addBatch", 0) / 1000
+
+
+def _latest_offsets(progress) -> dict[tuple[str, int], int]:
+    """Each input partition's end offset as the Kafka source last saw it (`sources[].latestOffset`)."""
+    ends: dict[tuple[str, int], int] = {}
+    for source in progress.sources or ():
+        text = source.latestOffset
+        try:
+            offsets = json.loads(text) if isinstance(text, str) else text
+        except ValueError:
+            continue
+        if not isinstance(offsets, dict):
+            continue
+        for topic, partitions in offsets.items():
+            if isinstance(partitions, dict):
+                for partition, offset in partitions.items():
+                    if str(partition).lstrip("-").isdigit() and isinstance(offset, int):
+                        ends[(topic, int(partition))] = offset
+    return ends
