@@ -20,6 +20,7 @@ way to put figures into the progress itself (docs/guide/observability.md).
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -268,7 +269,10 @@ def _latest_offsets(progress) -> dict[tuple[str, int], int]:
         try:
             offsets = json.loads(text) if isinstance(text, str) else text
         except ValueError:
-            continue
+            try:  # a Spark Connect client's progress holds the offsets as Python's repr of the JSON
+                offsets = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                continue
         if not isinstance(offsets, dict):
             continue
         for topic, partitions in offsets.items():

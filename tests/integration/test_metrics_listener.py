@@ -85,7 +85,9 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
     spark.streams.addListener(hook)
     checkpoint = tmp_path / "ckpt"
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
-    writer = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=1_000).writeStream.format("eos")
+    writer = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=PER_PARTITION).writeStream.format(
+        "eos"
+    )
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "topic": output,
@@ -95,7 +97,7 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
     }
     for key, value in options.items():
         writer = writer.option(key, value)
-    query = writer.trigger(processingTime="2 seconds").start()
+    query = writer.trigger(processingTime="1 second").start()
     try:
         first, _ = _wait_for(port, app_id, lambda s: s.get(("eos_batches_total", ())))
         assert first, "no figures of the query were served"
@@ -159,10 +161,10 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
         metrics_port=port,
     )
     query = (
-        eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=1_000)
+        eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=PER_PARTITION)
         .writeStream.foreach(eos.foreach_writer(config))
         .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="2 seconds")
+        .trigger(processingTime="1 second")
         .start()
     )
     try:
@@ -194,3 +196,47 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
         assert figures[("eos_input_lag_records", labels)] == 0
     assert sum(first.get(("eos_input_lag_records", _partition(p, source)), 0) for p in range(PARTITIONS)) > 0
     assert figures[("eos_last_batch_id", ())] == query.lastProgress["batchId"]
+
+
+@pytest.mark.long  # make chaos: make test runs the classic one above
+def test_format_eos_figures_under_spark_connect(connect, bootstrap, names, tmp_path):
+    """The same through a Spark Connect session: PySpark 4.0 runs a Connect session's listeners in the
+    client's process, which serves the figures; they equal the ledger's, lag included (the client's
+    progress holds the source's offsets in another form)."""
+    from eos.session import free_port
+
+    source, output, app_id = names("in"), names("out"), names("app")
+    testing.create_topic(bootstrap, source, PARTITIONS)
+    testing.create_topic(bootstrap, output, PARTITIONS)
+    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    port = free_port()
+    eos.register(connect, metrics_port=port)
+    checkpoint = tmp_path / "ckpt"
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    writer = eos.read_stream(
+        connect, config, [source], maxOffsetsPerTrigger=PER_PARTITION
+    ).writeStream.format("eos")
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "topic": output,
+        "eos.app.id": app_id,
+        "checkpointLocation": str(checkpoint),
+    }
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.trigger(processingTime="1 second").start()
+    try:
+        query.processAllAvailable()
+        location = _ledger.location_of(str(checkpoint))
+        last = _ledger.batch_ids(location)[-1]
+        figures, _ = _wait_for(port, app_id, lambda s: s.get(("eos_last_batch_id", ())) == last)
+    finally:
+        query.stop()
+    assert figures.get(("eos_last_batch_id", ())) == last, figures
+    for partition in range(PARTITIONS):
+        labels = _partition(partition, source)
+        assert figures[("eos_records_in_total", labels)] == PER_PARTITION
+        assert figures[("eos_records_out_total", labels)] == PER_PARTITION
+        assert figures[("eos_input_lag_records", labels)] == 0
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert testing.compare(testing.flatten(sent), records, hanging).exactly_once
