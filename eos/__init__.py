@@ -4,6 +4,8 @@ df.writeStream.foreachBatch(eos.sink(config)).start()
 df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.app.id", ...).start()
 """
 
+from typing import TYPE_CHECKING
+
 from eos._core._job import Commit
 from eos._core._stats import BatchSummary
 from eos._log import Formatter as LogFormatter
@@ -103,6 +105,9 @@ __all__ = [
     "starting_offsets",
     "with_input_column",
 ]
+
+if TYPE_CHECKING:  # for type checkers and the API docs; at run time `__getattr__` imports it
+    from eos._spark._listener import MetricsListener
 
 
 def __getattr__(name: str):
