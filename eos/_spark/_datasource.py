@@ -349,7 +349,10 @@ class _Writer(*_WRITER_BASES):
             tasks_failed=sum(1 for m in messages if m is None),
             **totals(partitions),
         )
+        query = next((m.query for m in messages if m and getattr(m, "query", None)), None)
         if self.settings.ledger is None:
+            if query is not None:
+                _ledger.announce(query, "")  # the listener says why it shows nothing of this query
             return
         attempt = {
             "outcome": outcome,
@@ -361,6 +364,5 @@ class _Writer(*_WRITER_BASES):
             "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
         }
         _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)
-        query = next((m.query for m in messages if m and getattr(m, "query", None)), None)
         if query is not None:
             _ledger.announce(query, self.settings.ledger)

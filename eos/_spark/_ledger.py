@@ -100,7 +100,8 @@ def _pointers() -> str:
 
 def announce(query_id: str, location: str) -> None:
     """Tell `eos.MetricsListener` (on this host: the driver, or the Connect server) where query
-    `query_id`'s ledger is: the commit that writes it runs in a Python worker the listener cannot ask.
+    `query_id`'s ledger is ("": it keeps none): the commit that writes it runs in a Python worker the
+    listener cannot ask.
     A file per query, written once per query and location (the listener removes it when the query ends)."""
     path = os.path.join(_pointers(), query_id)
     try:
@@ -109,7 +110,8 @@ def announce(query_id: str, location: str) -> None:
                 return
     except OSError:
         pass
-    os.makedirs(_pointers(), exist_ok=True)
+    for directory in (os.path.dirname(_pointers()), _pointers()):  # the user's alone: a URI may hold keys
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     temporary = f"{path}.{uuid.uuid4().hex}.tmp"
     with open(temporary, "w") as f:
         f.write(location)
@@ -117,10 +119,11 @@ def announce(query_id: str, location: str) -> None:
 
 
 def announced(query_id: str) -> str | None:
-    """The ledger location of query `query_id`, where a commit of it on this host announced one."""
+    """The ledger location of query `query_id`, where a commit of it on this host announced one ("":
+    the query keeps no ledger)."""
     try:
         with open(os.path.join(_pointers(), query_id)) as f:
-            return f.read() or None
+            return f.read()
     except OSError:
         return None
 

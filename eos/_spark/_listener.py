@@ -124,6 +124,7 @@ class _Run:
     last: tuple[str, BatchSummary] | None = None
     seen: dict[tuple[str, int], dict[str, Any]] = attrs.field(factory=dict)
     committed: dict[tuple[str, int], int] = attrs.field(factory=dict)
+    warned: bool = False  # that the query keeps no ledger
 
 
 #: per query id: what this process counted (shared by its listeners: a batch is counted once)
@@ -211,7 +212,15 @@ def _from_ledger(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | 
     """format("eos"): the committed batches of the ledger after the last counted, up to the progress's."""
     location = _ledger.announced(query)
     batch_id = progress.batchId
-    if location is None or (run.last_batch is not None and batch_id <= run.last_batch):
+    if location == "" and not run.warned:
+        run.warned = True
+        get_logger("eos.sink").warning(
+            "metrics not recorded",
+            query_id=query,
+            detail='this format("eos") query keeps no ledger, where its figures would be: give it a'
+            " checkpointLocation option or eos.ledger.dir",
+        )
+    if not location or (run.last_batch is not None and batch_id <= run.last_batch):
         return None
     first = batch_id if run.last_batch is None else run.last_batch + 1
     stats: list[dict[str, Any]] = []

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import seed
 
 import eos
 from eos import testing
@@ -72,10 +73,8 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
     from eos._spark._metrics import next_offset
     from eos.session import free_port
 
-    source, output, app_id = names("in"), names("out"), names("app")
-    testing.create_topic(bootstrap, source, PARTITIONS)
-    testing.create_topic(bootstrap, output, PARTITIONS)
-    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    app_id = names("app")
     port = free_port()
     eos.register(spark, metrics_port=port)
     paired: list[tuple[int, int, int]] = []  # (progress batch id, its input rows, eos' records_in)
@@ -148,10 +147,8 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
     and the endpoint shows, while the query runs, what the output read back read_committed holds."""
     from eos.session import free_port
 
-    source, output, app_id = names("in"), names("out"), names("app")
-    testing.create_topic(bootstrap, source, PARTITIONS)
-    testing.create_topic(bootstrap, output, PARTITIONS)
-    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    app_id = names("app")
     port = free_port()
     config = eos.Config(
         bootstrap_servers=bootstrap,
@@ -205,10 +202,8 @@ def test_format_eos_figures_under_spark_connect(connect, bootstrap, names, tmp_p
     progress holds the source's offsets in another form)."""
     from eos.session import free_port
 
-    source, output, app_id = names("in"), names("out"), names("app")
-    testing.create_topic(bootstrap, source, PARTITIONS)
-    testing.create_topic(bootstrap, output, PARTITIONS)
-    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    source, output, sent = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    app_id = names("app")
     port = free_port()
     eos.register(connect, metrics_port=port)
     checkpoint = tmp_path / "ckpt"
@@ -238,5 +233,41 @@ def test_format_eos_figures_under_spark_connect(connect, bootstrap, names, tmp_p
         assert figures[("eos_records_in_total", labels)] == PER_PARTITION
         assert figures[("eos_records_out_total", labels)] == PER_PARTITION
         assert figures[("eos_input_lag_records", labels)] == 0
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert testing.compare(testing.flatten(sent), records, hanging).exactly_once
+
+
+def test_a_format_eos_query_without_a_ledger_is_named_in_a_warning(spark, bootstrap, names, tmp_path, caplog):
+    """A format("eos") query whose checkpoint comes from the session's setting, not its options, keeps
+    no ledger, so its figures have nowhere to come from: the listener says so once, naming the query,
+    rather than serve nothing silently."""
+    import logging
+
+    source, output, sent = seed(bootstrap, names, 50, PARTITIONS)
+    eos.register(spark, metrics_port=0)
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(tmp_path / "ckpts"))
+    try:
+        config = eos.Config(bootstrap_servers=bootstrap, app_id=names("app"), output_topic=output)
+        writer = eos.read_stream(spark, config, [source]).writeStream.format("eos")
+        for key, value in {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": output,
+            "eos.app.id": config.app_id,
+        }.items():
+            writer = writer.option(key, value)
+        with caplog.at_level(logging.WARNING, logger="eos.sink"):
+            query = writer.trigger(availableNow=True).start()
+            query.awaitTermination()
+            deadline = time.monotonic() + 30
+            while (
+                not any("keeps no ledger" in r.getMessage() for r in caplog.records)
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.2)
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
+    warnings = [r for r in caplog.records if "keeps no ledger" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert str(query.id) in warnings[0].getMessage()
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     assert testing.compare(testing.flatten(sent), records, hanging).exactly_once

@@ -71,3 +71,30 @@ def test_a_source_without_kafka_offsets_gives_none():
 def test_a_bad_port_is_refused_naming_it(port):
     with pytest.raises(ConfigError, match="'port'"):
         MetricsListener(port)
+
+
+def test_a_querys_ledger_is_announced_to_the_users_processes_only(tmp_path, monkeypatch):
+    """The pointer a format("eos") commit leaves for the listener: read back, rewritten only when the
+    location changes, removed at the query's end, in directories only the user can read (a ledger URI
+    may carry keys)."""
+    import os
+    import stat
+    import tempfile
+
+    from eos._spark import _ledger
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert _ledger.announced("q1") is None
+    _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
+    _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
+    assert _ledger.announced("q1") == "s3://bucket/ckpt/eos-ledger"
+    _ledger.announce("q1", "/other/eos-ledger")
+    assert _ledger.announced("q1") == "/other/eos-ledger"
+    pointers = _ledger._pointers()
+    for directory in (os.path.dirname(pointers), pointers):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+    assert os.listdir(pointers) == ["q1"]  # no temporary file left
+    _ledger.forget("q1")
+    assert _ledger.announced("q1") is None
+    _ledger.announce("q2", "")  # a query that keeps no ledger
+    assert _ledger.announced("q2") == ""
