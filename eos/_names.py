@@ -92,6 +92,8 @@ SQLITE = ".sqlite"
 ROCKSDB = ".rocksdb"
 CHECKPOINT = ".checkpoint"
 LOCK = ".lock"
+#: the newest snapshot this store was taken to or restored from (`eos.state._snapshot`): its offset, time
+SNAPSHOT_MARK = ".snapshot-mark"
 #: the files of a store's data, either backend's (SQLite's with its WAL files; RocksDB's directory)
 _DATA_SUFFIXES = (SQLITE, SQLITE + "-wal", SQLITE + "-shm", ROCKSDB)
 

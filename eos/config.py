@@ -252,6 +252,18 @@ class Config:
     #: faster but costs more to open at every task. Changing it on an existing state directory restores
     #: each store from its changelog once.
     state_store: str = "sqlite"
+    #: Where each store's snapshots are kept: any URI `pyarrow.fs` reads and writes (a path, `file://`,
+    #: `s3://`, `gs://`, `hdfs://`, `abfs://`). A store that is lost, stale or moved to another executor
+    #: is restored from its newest usable snapshot and the changelog's records since, not the whole
+    #: changelog. None: no snapshots (`format("eos")`: `<checkpointLocation>/eos-snapshots`).
+    state_snapshot_location: str | None = attrs.field(
+        default=None, repr=lambda v: repr(v if v is None else redact_url(v))
+    )
+    #: The least time between two snapshots of a store, taken after a task's commits of a batch that
+    #: changed it; 0: no snapshots.
+    state_snapshot_interval_ms: int = attrs.field(default=300_000, validator=_non_negative)
+    #: Snapshots kept per store: writing one deletes the older ones beyond this many.
+    state_snapshot_keep: int = attrs.field(default=2, validator=_positive)
     #: Commit a transaction early once a store holds this many uncommitted keys.
     state_buffer_max_keys: int = attrs.field(default=100_000, validator=_positive)
     #: Producers a Python worker keeps between tasks, the least recently used closed first (exactly_once:

@@ -144,7 +144,11 @@ class Incarnation:
             self.state.reopen(self.committed, self.witnesses)
 
     def release(self) -> None:
-        """The task is done: the state closed, the producer handed back to the worker's pool."""
+        """The task is done: its stores snapshotted where due, the state closed, the producer handed
+        back to the worker's pool."""
+        if self.state is not None:
+            last = self.stats.last_offset
+            self.state.snapshot_if_due(last + 1 if last is not None else self.committed)
         self.close_state()
         _pool.release(self.producer)
         self.producer = None

@@ -34,13 +34,17 @@ checkpoint file.
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Protocol
 
 from eos import _names
 from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
+from eos.state import _snapshot
 from eos.state._api import State, Store, StoreSpec
 from eos.state._backends import backend
 from eos.state._store import PartitionStore
@@ -86,6 +90,12 @@ class PartitionState:
         #: per store, as read at `open`: its changelog's topic id and delete.retention.ms
         self._topic_ids: dict[str, str] = {}
         self._retention_ms: dict[str, int] = {}
+        #: per store, where its snapshots go (None: snapshots off)
+        self.snapshot_locations = {
+            name: _snapshot.store_location(config, scope.topic, scope.partition, name) for name in specs
+        }
+        #: stores restored from a snapshot (and the changelog's tail since) rather than the whole changelog
+        self.from_snapshot = 0
 
     # -- task start, and again after an abort -----------------------------------------------------
 
@@ -143,8 +153,7 @@ class PartitionState:
                 )
             elif store.local_offset() is not None:
                 log.info("state unclean: wiping and restoring from the changelog", store=name)
-            store.wipe()
-            start = low
+            start = self._rebuild(name, store, low, high)
         elif start < low:
             # The changelog no longer begins where the store left off (DeleteRecords, a retention set
             # on it): rolling forward from `start` is impossible, and a consumer would jump to the end
@@ -157,14 +166,12 @@ class PartitionState:
                 changelog_start=low,
                 end=high,
             )
-            store.wipe()
-            start = low
+            start = self._rebuild(name, store, low, high)
         elif start > high:
             # The changelog lost data (an unclean leader election, say): the store cannot be trusted
             # beyond what the changelog holds.
             log.warning("local store is ahead of its changelog: wiping", store=name, local=start, end=high)
-            store.wipe()
-            start = low
+            start = self._rebuild(name, store, low, high)
         if high - start == 1 and self._only_a_marker(name, start):
             start = high  # 4b has nothing to read
         store.changelog_id = self._topic_ids[name]
@@ -180,6 +187,124 @@ class PartitionState:
                 )
         store.write_checkpoint(store.local_offset())
         # 4c. wipe mode: the store's first write removes the checkpoint (PartitionStore.put_many).
+
+    def _rebuild(self, name: str, store: PartitionStore, low: int, high: int) -> int:
+        """Wipe the store, then put its newest usable snapshot in place; the changelog offset the
+        store now reflects (`low`: none was usable, restore the whole changelog)."""
+        store.wipe()
+        location = self.snapshot_locations[name]
+        if location is None:
+            return low
+        log = self.scope.log
+        try:
+            snapshots = _snapshot.listed(location)
+        except OSError as exc:
+            log.warning("snapshots not listed: restoring the changelog whole", store=name, error=str(exc))
+            return low
+        for snapshot in snapshots:
+            reason = self._unusable(name, store, snapshot, low, high)
+            if reason is not None:
+                log.info("snapshot not used", store=name, snapshot=snapshot.data_path, reason=reason)
+                continue
+            try:
+                with tempfile.TemporaryDirectory(dir=store.directory) as work:
+                    data = Path(work) / "snapshot"
+                    _snapshot.download(location, snapshot, data)
+                    store.replace_with(data)
+                reflects = store.local_offset()
+                if reflects != snapshot.offset:
+                    raise ValueError(
+                        f"its data reflects changelog offset {reflects}, its manifest says {snapshot.offset}"
+                    )
+            except Exception as exc:  # noqa: BLE001 - the changelog is the truth: any failure falls back to it
+                log.warning(
+                    "snapshot cannot be read: restoring the changelog whole",
+                    store=name,
+                    snapshot=snapshot.data_path,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+                store.wipe()
+                return low
+            log.info(
+                "store restored from snapshot",
+                store=name,
+                snapshot=snapshot.data_path,
+                offset=snapshot.offset,
+                changelog_end=high,
+            )
+            self.from_snapshot += 1
+            _mark(store, snapshot.offset, snapshot.taken_at)
+            return snapshot.offset
+        return low
+
+    def _unusable(
+        self, name: str, store: PartitionStore, snapshot: _snapshot.Snapshot, low: int, high: int
+    ) -> str | None:
+        """Why a snapshot cannot stand in for the changelog up to its offset, or None."""
+        if snapshot.changelog_id != self._topic_ids[name] or snapshot.changelog != self.changelogs[name]:
+            return (
+                f"it is of changelog {snapshot.changelog} (topic id {snapshot.changelog_id}), and the"
+                f" store's is {self.changelogs[name]} ({self._topic_ids[name]}): deleted and created"
+                " again, or another app's"
+            )
+        if snapshot.backend != store.kind:
+            return f"a {snapshot.backend} store's, and this one is {store.kind}"
+        if not low <= snapshot.offset <= high:
+            return f"its offset {snapshot.offset} is outside the changelog's {low}-{high}"
+        committed = self.committed_input
+        if snapshot.input_offset is not None and (committed is None or snapshot.input_offset > committed):
+            return (
+                f"it holds the state of input up to offset {snapshot.input_offset}, past the committed"
+                f" {committed}: that input is processed again"
+            )
+        age_s = time.time() - snapshot.taken_at
+        retention_ms = self._retention_ms[name]
+        if high - snapshot.offset > 1 and age_s * 1000 >= retention_ms / 2:
+            return (
+                f"it is {age_s:.0f}s old, and the changelog keeps a tombstone {retention_ms / 1000:g}s"
+                " (delete.retention.ms) after compaction reaches it: keys deleted since may have no"
+                " tombstone left to roll forward over"
+            )
+        return None
+
+    def snapshot_if_due(self, input_offset: int | None) -> None:
+        """After the task's last commit: snapshot each store whose last snapshot is older than
+        `state_snapshot_interval_ms` and that changed since. `input_offset`: the committed input offset.
+        A snapshot that fails is logged; the batch is committed whatever happens here."""
+        interval_s = self.scope.config.state_snapshot_interval_ms / 1000
+        for name, store in self.stores.items():
+            location = self.snapshot_locations[name]
+            offset = store.local_offset()
+            if location is None or offset is None:
+                continue
+            mark = _read_mark(store)
+            if mark is not None and (mark[0] >= offset or time.time() - mark[1] < interval_s):
+                continue
+            started = time.monotonic()
+            try:
+                with tempfile.TemporaryDirectory(dir=store.directory) as work:
+                    data = Path(work) / "snapshot"
+                    store.export_to(data)
+                    snapshot = _snapshot.manifest_of(
+                        data, offset, self.changelogs[name], self._topic_ids[name], input_offset, store.kind
+                    )
+                    snapshot = _snapshot.upload(
+                        location, data, snapshot, self.scope.config.state_snapshot_keep
+                    )
+            except Exception as exc:  # noqa: BLE001 - a snapshot is an optimisation: the changelog has it all
+                self.scope.log.warning(
+                    "snapshot not taken", store=name, offset=offset, error=f"{type(exc).__name__}: {exc}"
+                )
+                continue
+            _mark(store, offset, snapshot.taken_at)
+            self.scope.log.info(
+                "snapshot taken",
+                store=name,
+                snapshot=snapshot.data_path,
+                offset=offset,
+                bytes=snapshot.size,
+                seconds=round(time.monotonic() - started, 3),
+            )
 
     def _only_a_marker(self, name: str, start: int) -> bool:
         """Whether offset `start`, the one offset between the store's and the changelog's end, is a
@@ -261,3 +386,17 @@ def _distrust(
             " since may have no tombstone left to roll forward over"
         )
     return None
+
+
+def _read_mark(store: PartitionStore) -> tuple[int, float] | None:
+    """The offset and time of the newest snapshot this store was taken to or restored from."""
+    try:
+        fields = json.loads(_names.store_file(store.directory, store.name, _names.SNAPSHOT_MARK).read_text())
+        return int(fields["offset"]), float(fields["taken_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _mark(store: PartitionStore, offset: int, taken_at: float) -> None:
+    path = _names.store_file(store.directory, store.name, _names.SNAPSHOT_MARK)
+    path.write_text(json.dumps({"offset": offset, "taken_at": taken_at}))

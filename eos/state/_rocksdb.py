@@ -9,10 +9,12 @@ WriteBatch, atomic across both. Its commits are ~5x SQLite's speed, its open and
 from __future__ import annotations
 
 import contextlib
+import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import AccessType, Options, Rdict, WriteBatch
+from rocksdict import AccessType, Checkpoint, Options, Rdict, WriteBatch
 
 from eos import _names
 from eos.state._store import PartitionStore
@@ -85,6 +87,22 @@ class RocksStore(PartitionStore):
     def _read_local_offset(self) -> int | None:
         value = self._meta.get(_LOCAL_OFFSET)
         return None if value is None else int(value)
+
+    def _export(self, target: Path) -> None:
+        """A RocksDB checkpoint (hard links of its table files, a copy of the rest), as one tar file."""
+        with tempfile.TemporaryDirectory(dir=self.directory) as work:
+            checkpoint = Path(work) / "checkpoint"
+            Checkpoint(self._db).create_checkpoint(str(checkpoint))
+            with tarfile.open(target, "w") as tar:
+                tar.add(checkpoint, arcname=".")
+
+    def _import(self, source: Path) -> None:
+        self.db_path.mkdir(parents=True)
+        with tarfile.open(source) as tar:
+            try:
+                tar.extractall(self.db_path, filter="data")
+            except TypeError:  # a Python before tarfile's extraction filters (3.10.11 and older)
+                tar.extractall(self.db_path)  # noqa: S202 - a snapshot eos wrote and checksummed
 
     def _damaged(self, exc: Exception) -> bool:
         # rocksdict raises a plain Exception carrying RocksDB's Status text

@@ -8,6 +8,7 @@ transaction; standard library only, and it opens in well under a millisecond, wh
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +87,16 @@ class SqliteStore(PartitionStore):
     def _read_local_offset(self) -> int | None:
         row = self._db.execute(_READ_LOCAL_OFFSET).fetchone()
         return row[0] if row else None
+
+    def _export(self, target: Path) -> None:
+        copy = sqlite3.connect(target)
+        try:
+            self._db.backup(copy)  # SQLite's online backup: a consistent copy, the WAL's pages included
+        finally:
+            copy.close()
+
+    def _import(self, source: Path) -> None:
+        shutil.copyfile(source, self.db_path)
 
     def _damaged(self, exc: Exception) -> bool:
         # A damaged file ("file is not a database", "database disk image is malformed"): SQLite raises

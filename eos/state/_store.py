@@ -77,6 +77,15 @@ class PartitionStore:
     def _read_local_offset(self) -> int | None:
         raise NotImplementedError
 
+    def _export(self, target: Path) -> None:
+        """Write a consistent copy of the committed data (its changelog offset included) into the one
+        file `target` (a snapshot, `eos.state._snapshot`)."""
+        raise NotImplementedError
+
+    def _import(self, source: Path) -> None:
+        """Put the data of a file `_export` wrote where the store's data lives (the store closed)."""
+        raise NotImplementedError
+
     def _damaged(self, exc: Exception) -> bool:
         """Whether `exc` says the data on disk is damaged (not a lock, a full disk, a bug)."""
         raise NotImplementedError
@@ -254,6 +263,22 @@ class PartitionStore:
         self._disconnect()
         _names.remove_store_data(self.directory, self.name)
         self._connect()
+
+    def export_to(self, target: Path) -> None:
+        """A snapshot of the committed data into file `target` (the open transaction's writes are not
+        in it: transactional stores hold them apart, and wipe-mode ones are snapshotted between
+        transactions only)."""
+        self._export(target)
+
+    def replace_with(self, source: Path) -> None:
+        """Wipe the store and put a snapshot's data (a file `export_to` wrote) in its place; the
+        checkpoint stays deleted until recovery has rolled it forward."""
+        self.wipe()
+        self._disconnect()
+        _names.remove_store_data(self.directory, self.name)
+        self._import(source)
+        self._connect()
+        self.local_offset()  # a snapshot that does not open fails here, before anything reads it
 
     # -- checkpoint file ------------------------------------------------------------------------------
 

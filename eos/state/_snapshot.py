@@ -1,0 +1,178 @@
+"""Snapshots of a store in durable storage (`Config.state_snapshot_location`), so that a store that is
+lost, stale or moved is restored from its newest snapshot and the changelog's tail, not the whole
+changelog. The changelog stays the truth: a snapshot only says "the store's data at changelog offset N".
+
+Layout, under any URI `pyarrow.fs` writes:
+
+    <location>/<app_id>/<input topic>-<partition>/<store>/<changelog offset, 20 digits>.snapshot
+                                                          /<changelog offset, 20 digits>.json
+
+The data file is the backend's own (`PartitionStore.export_to`: a SQLite database, a tar of a RocksDB
+checkpoint), written first and moved into place; the manifest, written after it the same way, is what
+makes a snapshot exist. It names the changelog topic and its topic id, the offset, the committed input
+offset when it was taken, the backend, the time, and the data's size and SHA-256. Writing one deletes
+the oldest beyond `state_snapshot_keep`.
+
+Whether a snapshot may be used is decided with the store's other recovery decisions
+(`eos.state._partition`, 4a).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from eos.config import Config
+
+SUFFIX = ".snapshot"
+MANIFEST = ".json"
+_CHUNK = 1 << 20
+
+
+@attrs.frozen
+class Snapshot:
+    """One snapshot's manifest."""
+
+    #: the changelog offset the data reflects (the next record to apply)
+    offset: int
+    changelog: str
+    changelog_id: str
+    #: the input offset committed when it was taken (None: none was)
+    input_offset: int | None
+    backend: str
+    #: seconds since the epoch
+    taken_at: float
+    size: int
+    sha256: str
+    #: the manifest's path in its filesystem (not part of the manifest)
+    path: str = attrs.field(default="", eq=False)
+
+    @property
+    def data_path(self) -> str:
+        return self.path[: -len(MANIFEST)] + SUFFIX
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self, filter=lambda a, _: a.name != "path")
+
+
+def _filesystem(location: str):
+    from pyarrow import fs
+
+    if "://" not in location:
+        location = os.path.abspath(location)
+    return fs.FileSystem.from_uri(location)
+
+
+def store_location(config: Config, topic: str, partition: int, store: str) -> str | None:
+    """Where the snapshots of one store go (None: snapshots are off)."""
+    if not config.state_snapshot_location or not config.state_snapshot_interval_ms:
+        return None
+    return f"{config.state_snapshot_location.rstrip('/')}/{config.app_id}/{topic}-{partition}/{store}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def upload(location: str, data: Path, snapshot: Snapshot, keep: int) -> Snapshot:
+    """Store `data` and its manifest under `location`, then delete the snapshots beyond the newest
+    `keep`; the snapshot with its path."""
+    filesystem, root = _filesystem(location)
+    filesystem.create_dir(root, recursive=True)
+    stem = f"{root}/{snapshot.offset:020d}"
+    for target, write in ((stem + SUFFIX, _copy_from(data)), (stem + MANIFEST, _text(snapshot))):
+        temporary = f"{root}/.{uuid.uuid4().hex}.tmp"
+        with filesystem.open_output_stream(temporary) as out:
+            write(out)
+        filesystem.move(temporary, target)
+    for old in listed(location)[keep:]:
+        for path in (old.path, old.data_path):  # the manifest first: a snapshot without one is gone
+            try:
+                filesystem.delete_file(path)
+            except (FileNotFoundError, OSError):
+                pass
+    return attrs.evolve(snapshot, path=stem + MANIFEST)
+
+
+def _copy_from(data: Path):
+    def write(out) -> None:
+        with open(data, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                out.write(chunk)
+
+    return write
+
+
+def _text(snapshot: Snapshot):
+    return lambda out: out.write(json.dumps(snapshot.as_dict(), sort_keys=True).encode())
+
+
+def listed(location: str) -> list[Snapshot]:
+    """The snapshots under `location`, newest (highest offset) first; a manifest that cannot be read
+    is left out."""
+    from pyarrow import fs
+
+    filesystem, root = _filesystem(location)
+    if filesystem.get_file_info(root).type != fs.FileType.Directory:
+        return []
+    found = []
+    for info in filesystem.get_file_info(fs.FileSelector(root)):
+        if not (info.base_name.endswith(MANIFEST) and info.base_name[: -len(MANIFEST)].isdigit()):
+            continue
+        try:
+            with filesystem.open_input_stream(info.path) as f:
+                fields = json.loads(f.read().decode())
+            found.append(Snapshot(**fields, path=info.path))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(found, key=lambda s: s.offset, reverse=True)
+
+
+def download(location: str, snapshot: Snapshot, target: Path) -> None:
+    """The snapshot's data into file `target`, checked against its manifest's size and SHA-256
+    (ValueError where it differs)."""
+    filesystem, _ = _filesystem(location)
+    digest = hashlib.sha256()
+    size = 0
+    with filesystem.open_input_stream(snapshot.data_path) as f, open(target, "wb") as out:
+        for chunk in _chunks(f):
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    if size != snapshot.size or digest.hexdigest() != snapshot.sha256:
+        raise ValueError(
+            f"{snapshot.data_path} holds {size} bytes of SHA-256 {digest.hexdigest()[:12]}..., its manifest"
+            f" says {snapshot.size} bytes of {snapshot.sha256[:12]}..."
+        )
+
+
+def _chunks(stream) -> Iterator[bytes]:
+    while chunk := stream.read(_CHUNK):
+        yield chunk
+
+
+def manifest_of(
+    data: Path, offset: int, changelog: str, changelog_id: str, input_offset: int | None, backend: str
+) -> Snapshot:
+    return Snapshot(
+        offset=offset,
+        changelog=changelog,
+        changelog_id=changelog_id,
+        input_offset=input_offset,
+        backend=backend,
+        taken_at=time.time(),
+        size=data.stat().st_size,
+        sha256=_sha256(data),
+    )

@@ -1,0 +1,182 @@
+"""Store snapshots in durable storage (`state_snapshot_location`): a lost store comes back from its newest
+snapshot and the changelog's tail since, not the whole changelog; a snapshot that cannot be read, or that
+belongs to a deleted and recreated changelog, falls back to the full restore and says why. Driven through
+`PartitionState` on the real broker, each backend."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+import eos
+from eos import testing
+from eos._core._scope import PartitionScope
+from eos._kafka import _changelog
+from eos._kafka._changelog import ensure_changelog
+from eos._log import get_logger
+from eos._names import INPUT_OFFSET_HEADER
+from eos.state import _snapshot
+from eos.state._partition import PartitionState
+
+KEYS = 20_000
+TAIL = 500
+
+
+def _write(bootstrap: str, changelog: str, records: list[tuple[int, int | None]], first_input: int) -> None:
+    """Records (key number, value or None: a tombstone) into the changelog in one transaction, each with
+    the input offset it came from."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i, (key, value) in enumerate(records):
+        while True:
+            try:
+                producer.produce(
+                    changelog,
+                    None if value is None else json.dumps(value).encode(),
+                    f"key{key}".encode(),
+                    partition=0,
+                    headers=[(INPUT_OFFSET_HEADER, str(first_input + i).encode())],
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.commit_transaction(60)
+
+
+def _open(config, source, committed: int) -> PartitionState:
+    scope = PartitionScope(config, source, 0, 0, None, get_logger("eos.task", test="snapshots"))
+    state = PartitionState(scope, {"big": eos.StoreSpec()})
+    state.open(committed)
+    return state
+
+
+def _contents(state: PartitionState) -> dict[str, int]:
+    store = state.view.store("big")
+    return {key: store.get(key) for key in store.keys()}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "rocksdb"])
+def test_a_lost_store_restores_from_its_snapshot_and_the_changelog_tail(
+    bootstrap, names, tmp_path, backend, caplog
+):
+    import logging
+
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_dir=str(tmp_path / "state"),
+        state_store=backend,
+        state_snapshot_location=f"file://{tmp_path / 'snapshots'}",
+        state_snapshot_interval_ms=1,
+    )
+    changelog = ensure_changelog(config, source, "big").name
+    _write(bootstrap, changelog, [(i, i) for i in range(KEYS)], 0)
+    expected = {f"key{i}": i for i in range(KEYS)}
+
+    state = _open(config, source, KEYS)  # a new store: restored whole, then snapshotted
+    try:
+        assert state.restored == KEYS and state.from_snapshot == 0
+        state.snapshot_if_due(KEYS)
+    finally:
+        state.close()
+    location = _snapshot.store_location(config, source, 0, "big")
+    (snapshot,) = _snapshot.listed(location)
+    assert snapshot.backend == backend and snapshot.input_offset == KEYS
+
+    # The tail: updates and deletes after the snapshot.
+    tail = [(i, -i) for i in range(0, TAIL, 2)] + [(i, None) for i in range(1, TAIL, 2)]
+    _write(bootstrap, changelog, tail, KEYS)
+    for key, value in tail:
+        if value is None:
+            expected.pop(f"key{key}")
+        else:
+            expected[f"key{key}"] = value
+    state_dir = tmp_path / "state"
+
+    shutil.rmtree(state_dir)  # the executor's disk is gone
+    with caplog.at_level(logging.INFO, logger="eos.task"):
+        state = _open(config, source, KEYS + TAIL)
+    try:
+        assert state.from_snapshot == 1
+        assert state.restored == TAIL, "only the changelog's records after the snapshot are read"
+        assert _contents(state) == expected
+        state.snapshot_if_due(KEYS + TAIL)  # the store moved on: a second snapshot
+    finally:
+        state.close()
+    assert [s.offset for s in _snapshot.listed(location)][0] > snapshot.offset
+    assert any("store restored from snapshot" in r.getMessage() for r in caplog.records)
+
+    # A damaged snapshot: the full restore, and a warning naming it.
+    newest = _snapshot.listed(location)[0]
+    data = tmp_path / "snapshots" / newest.data_path.split("/snapshots/", 1)[1]
+    damaged = bytearray(data.read_bytes())
+    middle = len(damaged) // 2
+    damaged[middle : middle + 64] = bytes(b ^ 0xFF for b in damaged[middle : middle + 64])
+    data.write_bytes(bytes(damaged))
+    shutil.rmtree(state_dir)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="eos.task"):
+        state = _open(config, source, KEYS + TAIL)
+    try:
+        assert state.from_snapshot == 0
+        assert _contents(state) == expected
+        assert state.restored >= KEYS  # the whole changelog
+    finally:
+        state.close()
+    warnings = [r.getMessage() for r in caplog.records if "snapshot cannot be read" in r.getMessage()]
+    assert warnings and "SHA-256" in warnings[0], warnings
+
+
+def test_a_snapshot_of_a_deleted_and_recreated_changelog_is_not_used(bootstrap, names, tmp_path, caplog):
+    import logging
+
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_dir=str(tmp_path / "state"),
+        state_snapshot_location=str(tmp_path / "snapshots"),
+        state_snapshot_interval_ms=1,
+    )
+    changelog = ensure_changelog(config, source, "big").name
+    _write(bootstrap, changelog, [(i, i) for i in range(1_000)], 0)
+    state = _open(config, source, 1_000)
+    try:
+        state.snapshot_if_due(1_000)
+    finally:
+        state.close()
+    assert len(_snapshot.listed(_snapshot.store_location(config, source, 0, "big"))) == 1
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([changelog])[changelog].result(30)
+    deadline = time.monotonic() + 30
+    while changelog in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _changelog.forget_ensured()
+    ensure_changelog(config, source, "big")
+    _write(bootstrap, changelog, [(i, 7) for i in range(300)], 0)  # another history, fewer keys
+    shutil.rmtree(tmp_path / "state")
+    with caplog.at_level(logging.INFO, logger="eos.task"):
+        state = _open(config, source, 1_000)
+    try:
+        assert state.from_snapshot == 0
+        assert _contents(state) == {f"key{i}": 7 for i in range(300)}
+    finally:
+        state.close()
+    reasons = [r.getMessage() for r in caplog.records if "snapshot not used" in r.getMessage()]
+    assert reasons and "topic id" in reasons[0], reasons
