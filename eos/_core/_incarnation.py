@@ -98,6 +98,7 @@ class Incarnation:
             else:
                 self.state.reopen(self.committed, self.witnesses)
             self.stats.restored = self.state.restored
+            self.stats.snapshots_restored = self.state.from_snapshot
 
     def _prove(self, entry: _offsets.Committed | None, witnesses: dict[tuple[str, int], int]) -> None:
         """Step 3b: the transaction that committed `entry` (its `witnesses`) is visible on every
@@ -163,6 +164,7 @@ class Incarnation:
     def close_state(self) -> None:
         if self.state is not None:
             self.stats.restored = self.state.restored
+            self.stats.snapshots_restored = self.state.from_snapshot
             self.state.close()
             self.state = None
 

@@ -32,6 +32,10 @@ class PartitionStats:
     last_offset: int | None = None
     committed_before: int | None = None
     restored: int = 0
+    #: stores rebuilt from a snapshot and their changelog's tail (`restored` counts the tail's records)
+    snapshots_restored: int = 0
+    #: store snapshots written to `state_snapshot_location`
+    snapshots_taken: int = 0
     #: bad records written to the dead-letter topic (committed), on_error="dead_letter"
     dead_letters: int = 0
     # Where the partition's time went (`STEPS`), summed by the driver into BatchSummary.steps:
@@ -90,8 +94,9 @@ def steps(stats: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def totals(stats: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Each of COUNTS summed over a batch's stats rows (one per input partition, or per part)."""
-    return {name: sum(row[name] for row in stats) for name in COUNTS}
+    """Each of COUNTS summed over a batch's stats rows (one per input partition, or per part); a figure
+    a row lacks (a ledger an earlier eos wrote) counts 0."""
+    return {name: sum(row.get(name) or 0 for row in stats) for name in COUNTS}
 
 
 @attrs.frozen
@@ -116,6 +121,9 @@ class BatchSummary:
     regrouped: bool = True
     #: bad records written to the dead-letter topic (on_error="dead_letter")
     dead_letters: int = 0
+    #: stores rebuilt from a snapshot and their changelog's tail, and snapshots written
+    snapshots_restored: int = 0
+    snapshots_taken: int = 0
     #: where the tasks' time went, in ms summed over the batch's partitions (PartitionStats' seconds
     #: fields: `seconds` is all of it, `start_seconds` steps 1-4, ...)
     steps: dict[str, float] = attrs.field(factory=dict)

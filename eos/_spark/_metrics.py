@@ -47,6 +47,11 @@ _COUNTERS = {
     "eos_transactions_aborted": ("aborted", "transactions aborted"),
     "eos_redos": ("redos", "transactions written again after an abort"),
     "eos_restored_records": ("restored", "state records restored from changelogs"),
+    "eos_snapshots_restored": (
+        "snapshots_restored",
+        "stores rebuilt from a snapshot and the changelog's tail",
+    ),
+    "eos_snapshots_taken": ("snapshots_taken", "store snapshots written to state_snapshot_location"),
     "eos_commit_seconds": ("commit_seconds_total", "seconds spent committing transactions"),
 }
 

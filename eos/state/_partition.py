@@ -96,6 +96,7 @@ class PartitionState:
         }
         #: stores restored from a snapshot (and the changelog's tail since) rather than the whole changelog
         self.from_snapshot = 0
+        self.snapshots_taken = 0
 
     # -- task start, and again after an abort -----------------------------------------------------
 
@@ -297,6 +298,7 @@ class PartitionState:
                 )
                 continue
             _mark(store, offset, snapshot.taken_at)
+            self.snapshots_taken += 1
             self.scope.log.info(
                 "snapshot taken",
                 store=name,
