@@ -314,10 +314,10 @@ class Config:
         factory=dict, converter=_frozen_settings, repr=_repr_registry
     )
     #: Prometheus metrics of the sink (docs/guide/observability.md), in prometheus_client's default
-    #: registry, served over HTTP on this port of the driver's process (under Spark Connect, the
-    #: server's); 0: recorded, not served (the application serves the registry); None: none.
-    #: `foreachBatch` and `foreach_writer` (classic Spark); `format("eos")`: `eos.register(spark,
-    #: metrics_port=...)`.
+    #: registry, served over HTTP on this port: by `foreachBatch`'s sink where it runs (the driver;
+    #: under Spark Connect, the server), by `foreach_writer` from the driver (classic Spark); 0:
+    #: recorded, not served (the application serves the registry); None: none. `format("eos")`:
+    #: `eos.register(spark, metrics_port=...)`.
     metrics_port: int | None = attrs.field(default=None, converter=_port)
     #: Replication factor of the changelog topics eos creates (-1: the broker's default).
     changelog_replication_factor: int = -1

@@ -264,9 +264,9 @@ def register(
     """Register the `format("eos")` data source with `spark` (classic or Spark Connect; PySpark 4.0+);
     returns its name. `eos.spark_session()` registers the pass-through one as "eos".
 
-    `metrics_port`: serve the figures of `spark`'s `format("eos")` queries on this port, from this
-    process (classic) or the Connect server, through an `eos.MetricsListener` added to `spark` (once per
-    port; 0: recorded, not served).
+    `metrics_port`: serve the figures of `spark`'s `format("eos")` queries on this port from this
+    process (under Spark Connect too: PySpark runs a session's listeners in the client), through an
+    `eos.MetricsListener` added to `spark` (once per port; 0: recorded, not served).
 
     A sink with functions registers under a name of its own, the functions travelling with it:
     `eos.register(spark, "eos-counts", count, stores={"counts": "json"})`, then

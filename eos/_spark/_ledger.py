@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 LEDGER_DIR = "eos-ledger"
@@ -89,50 +92,95 @@ def read_batches(location: str, ids: list[int]) -> Iterator[dict[str, Any]]:
             yield entry
 
 
-def _pointers() -> str:
-    """Where the driver's host keeps, per running `format("eos")` query, its ledger's location."""
-    import getpass
+def _pointers() -> Path | None:
+    """The directory where this host keeps, per `format("eos")` query, its ledger's location: one only
+    this user can read and write (a ledger URI may carry keys, and a pointer decides what a listener
+    reads), else None."""
     import tempfile
 
-    user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
-    return os.path.join(tempfile.gettempdir(), f"eos-{user}", "queries")
+    directory = Path(tempfile.gettempdir()) / f"eos-queries-{os.getuid()}"
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        info = directory.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            return None
+    except OSError:
+        return None
+    return directory
+
+
+def _pointer(query_id: str) -> Path | None:
+    directory = _pointers()
+    if directory is None or not re.fullmatch(r"[0-9A-Za-z-]{1,64}", query_id):
+        return None
+    return directory / query_id
 
 
 def announce(query_id: str, location: str) -> None:
-    """Tell `eos.MetricsListener` (on this host: the driver, or the Connect server) where query
-    `query_id`'s ledger is ("": it keeps none): the commit that writes it runs in a Python worker the
-    listener cannot ask.
-    A file per query, written once per query and location (the listener removes it when the query ends)."""
-    path = os.path.join(_pointers(), query_id)
+    """Tell `eos.MetricsListener` (on this host: the driver, or a Spark Connect client beside the
+    server) where query `query_id`'s ledger is ("": it keeps none): the commit that writes it runs in a
+    Python worker the listener cannot ask. A file per query, written when its content changes (the
+    listener removes it when the query ends). Never fails: a pointer that cannot be written leaves the
+    query without metrics, not without its batch."""
+    if location and "://" not in location:
+        location = os.path.abspath(location)  # the listener's working directory may be another
+    path = _pointer(query_id)
+    if path is None:
+        return
     try:
-        with open(path) as f:
-            if f.read() == location:
+        try:
+            if path.read_text() == location:
                 return
+        except FileNotFoundError:
+            _sweep(path.parent)
+        except (OSError, UnicodeDecodeError):
+            pass
+        temporary = path.with_name(f".{query_id}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(location)
+        os.replace(temporary, path)
     except OSError:
         pass
-    for directory in (os.path.dirname(_pointers()), _pointers()):  # the user's alone: a URI may hold keys
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(temporary, "w") as f:
-        f.write(location)
-    os.replace(temporary, path)
 
 
 def announced(query_id: str) -> str | None:
     """The ledger location of query `query_id`, where a commit of it on this host announced one ("":
     the query keeps no ledger)."""
+    path = _pointer(query_id)
+    if path is None:
+        return None
     try:
-        with open(os.path.join(_pointers(), query_id)) as f:
-            return f.read()
-    except OSError:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
         return None
 
 
 def forget(query_id: str) -> None:
-    try:
-        os.remove(os.path.join(_pointers(), query_id))
-    except OSError:
-        pass
+    path = _pointer(query_id)
+    if path is not None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+#: a pointer no listener removed (no listener ran, or its process died) goes after this long; a query
+#: still running writes its own again at its next commit
+POINTER_AGE_S = 7 * 24 * 3600
+
+
+def _sweep(directory: Path) -> None:
+    """Remove the pointers older than POINTER_AGE_S (when a new one is written)."""
+    import time
+
+    cutoff = time.time() - POINTER_AGE_S
+    for entry in directory.iterdir():
+        try:
+            if entry.stat().st_mtime < cutoff:
+                entry.unlink()
+        except OSError:
+            pass
 
 
 def read_batch(location: str, batch_id: int) -> dict[str, Any] | None:

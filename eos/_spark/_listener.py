@@ -42,22 +42,26 @@ OnProgress = Callable[[Any, BatchSummary], None]
 _SUMMED = (*COUNTS, *STEPS)
 
 
-def _merge(into: dict[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
-    """A partition's accumulated figures with one task's added."""
+def _merge(into: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+    """A partition's figures of one epoch with one more task's added (a new dict: the accumulator's
+    value is read by the listener's thread while Spark's accumulator server merges into it)."""
+    merged = dict(into)
     for name in _SUMMED:
-        into[name] = into.get(name, 0) + (figures.get(name) or 0)
-    into["commit_seconds_max"] = max(
+        merged[name] = into.get(name, 0) + (figures.get(name) or 0)
+    merged["commit_seconds_max"] = max(
         into.get("commit_seconds_max", 0.0), figures.get("commit_seconds_max") or 0.0
     )
     offsets = [o for o in (into.get("last_offset"), figures.get("last_offset")) if o is not None]
-    into["last_offset"] = max(offsets) if offsets else None
+    merged["last_offset"] = max(offsets) if offsets else None
     for name in ("transactional_id", "guarantee"):
-        into[name] = figures.get(name) or into.get(name)
-    return into
+        merged[name] = figures.get(name) or into.get(name)
+    return merged
 
 
 class Figures(AccumulatorParam):
-    """foreach_writer's accumulator: {(query id, app id, topic, partition): the partition's figures}."""
+    """foreach_writer's accumulator: {(query id, app id, topic, partition, epoch): the figures of the
+    partition's tasks of that epoch}. Spark merges a task's into the driver's as the task ends, before
+    the epoch's progress; the listener takes an epoch's entries out when it counts them."""
 
     def zero(self, value):
         return {}
@@ -74,8 +78,8 @@ _listening: dict[tuple[int, int], MetricsListener] = {}  # (id of a session, por
 
 
 def figures_of(config: Config):
-    """The accumulator a foreach_writer with `metrics_port` adds its figures to, in a classic session
-    of this process, whose listener serves them on the port (one per session and port)."""
+    """The accumulator a foreach_writer with `metrics_port` adds its figures to, in the active classic
+    session of this process (the one that starts the query), whose listener serves them on the port."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -104,25 +108,30 @@ def _checked_port(port: Any, field: str) -> int:
 
 
 def listen(session, port: int) -> MetricsListener:
-    """The MetricsListener serving `port` (`metrics_port`) for `session`, added to it on the first call."""
-    _checked_port(port, "metrics_port")
+    """The MetricsListener serving `port` (`metrics_port`) for `session`, added to it on the first call
+    (a port that cannot be served fails here, and a later call tries again)."""
+    key = (id(session), _checked_port(port, "metrics_port"))
     with _lock:
-        listener = _listening.get((id(session), port))
-        if listener is None:
-            listener = _listening[(id(session), port)] = MetricsListener(port)
-            _metrics.enable(port, "metrics_port")  # a port that cannot be served fails here, not later
-            session.streams.addListener(listener)
-        return listener
+        listener = _listening.get(key)
+    if listener is None:
+        listener = MetricsListener(port, field="metrics_port")
+        # outside _lock: a Spark Connect session's listener bus holds its own lock while it calls
+        # listeners, which take _lock
+        session.streams.addListener(listener)
+        with _lock:
+            listener = _listening.setdefault(key, listener)
+    return listener
 
 
 @attrs.define
 class _Run:
-    """What this process counted of one query: the last batch (and its summary), each partition's
-    accumulated figures as last seen, and the input offset eos committed for each."""
+    """What this process counted of one query: its app, the last batch (and its summary), and the
+    input offset eos committed for each partition."""
 
+    app: str | None = None
+    guarantee: str | None = None
     last_batch: int | None = None
-    last: tuple[str, BatchSummary] | None = None
-    seen: dict[tuple[str, int], dict[str, Any]] = attrs.field(factory=dict)
+    last: BatchSummary | None = None
     committed: dict[tuple[str, int], int] = attrs.field(factory=dict)
     warned: bool = False  # that the query keeps no ledger
 
@@ -134,14 +143,17 @@ _runs: dict[str, _Run] = {}
 class MetricsListener(StreamingQueryListener):
     """A StreamingQueryListener for `format("eos")` and `eos.foreach_writer` queries: each batch's figures
     into eos's Prometheus metrics, served on `port` from this process (0: recorded in prometheus_client's
-    registry, not served), and `on_progress(progress, summary)` with Spark's StreamingQueryProgress and
-    eos's BatchSummary of the batch. `spark.streams.addListener(eos.MetricsListener(9108))`.
+    registry, not served; a port that cannot be served fails here), and `on_progress(progress, summary)`
+    with Spark's StreamingQueryProgress and eos's BatchSummary of the batch.
+    `spark.streams.addListener(eos.MetricsListener(9108))`.
 
     Queries of `foreachBatch(eos.sink(config))` are left to the sink (its `metrics_port`, `on_batch`)."""
 
-    def __init__(self, port: int = 0, on_progress: OnProgress | None = None) -> None:
-        self.port = _checked_port(port, "port")
+    def __init__(self, port: int = 0, on_progress: OnProgress | None = None, *, field: str = "port") -> None:
+        self.port = _checked_port(port, field)
         self.on_progress = on_progress
+        self._field = field
+        _metrics.enable(self.port, field)
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
         pass
@@ -150,19 +162,16 @@ class MetricsListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:  # noqa: N802
-        query = str(event.id)
-        with _lock:
-            _runs.pop(query, None)
-            _ledger.forget(query)
-            if _accumulator:
-                values = _accumulator[0].value
-                for key in [key for key in values if key[0] == query]:
-                    values.pop(key, None)
+        try:
+            ended(str(event.id))
+        except Exception as exc:  # noqa: BLE001 - a listener must not fail Spark's listener bus
+            get_logger("eos.sink").warning("metrics not recorded", query_id=str(event.id), error=repr(exc))
 
     def onQueryProgress(self, event) -> None:  # noqa: N802
         progress = event.progress
         try:
-            self.progress(progress)
+            _metrics.enable(self.port, self._field)  # a listener unpickled in another process
+            found = counted(progress)
         except Exception as exc:  # noqa: BLE001 - a listener must not fail Spark's listener bus
             get_logger("eos.sink").warning(
                 "metrics not recorded",
@@ -170,46 +179,70 @@ class MetricsListener(StreamingQueryListener):
                 batch_id=progress.batchId,
                 error=f"{type(exc).__name__}: {exc}",
             )
+            return
+        if found is not None and self.on_progress is not None:
+            try:
+                self.on_progress(progress, found)
+            except Exception as exc:  # noqa: BLE001
+                get_logger("eos.sink").warning(
+                    "on_progress failed",
+                    query_id=str(progress.id),
+                    batch_id=progress.batchId,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
 
-    def progress(self, progress) -> BatchSummary | None:
-        """The summary of `progress`'s batch (counted into the metrics, once per process), handed to
-        on_progress; None for a query that is not eos's format("eos") or foreach_writer."""
-        _metrics.enable(self.port, "MetricsListener port")
-        found = counted(progress)
-        if found is None:
-            return None
-        if self.on_progress is not None:
-            self.on_progress(progress, found[1])
-        return found[1]
 
-
-def counted(progress) -> tuple[str, BatchSummary] | None:
-    """The app id and summary of `progress`'s batch: the figures of the query's batches since its last
-    progress, counted into the metrics the first time a listener of this process asks."""
+def counted(progress) -> BatchSummary | None:
+    """The summary of `progress`'s batch (and of the query's batches since its last progress, which
+    Spark's listener bus may have dropped), counted into the metrics the first time a listener of this
+    process asks; None for a query that is not eos's format("eos") or foreach_writer."""
     query = str(progress.id)
     with _lock:
         run = _runs.setdefault(query, _Run())
         if run.last is not None and run.last_batch == progress.batchId:
             return run.last
-        found = _from_ledger(query, progress, run) or _from_accumulator(query, progress, run)
+        found = _from_ledger(query, progress, run) or _from_accumulator(query, progress.batchId, run)
         if found is None:
             return None
-        run.last_batch, run.last = progress.batchId, found
-        app, summary = found
-        _metrics.count(app, summary)
-        for stats in summary.per_partition:
-            committed = _metrics.next_offset(stats)
-            if committed is not None:
-                run.committed[(stats["topic"], stats["partition"])] = committed
-        latest = _latest_offsets(progress)
-        _metrics.show_lags(
-            app, {tp: max(latest[tp] - offset, 0) for tp, offset in run.committed.items() if tp in latest}
-        )
-        return found
+        app, batches, stats, guarantee = found
+        summary = BatchSummary.of(progress.batchId, guarantee, stats, _seconds(progress), regrouped=False)
+        run.app, run.guarantee, run.last_batch, run.last = app, guarantee, progress.batchId, summary
+        _count(query, run, summary, batches, _latest_offsets(progress))
+        return summary
 
 
-def _from_ledger(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | None:
-    """format("eos"): the committed batches of the ledger after the last counted, up to the progress's."""
+def ended(query: str) -> None:
+    """Query `query` ended: what its foreach_writer tasks added since its last progress is counted (the
+    tasks of a failed epoch that did commit), its lag gauges go, and its records are dropped."""
+    with _lock:
+        run = _runs.pop(query, None)
+        _ledger.forget(query)
+        if run is None:
+            run = _Run()
+        found = _from_accumulator(query, None, run)
+        if found is not None:
+            run.app = found[0]
+            summary = BatchSummary.of(run.last_batch or 0, found[3], found[2], 0.0, regrouped=False)
+            _count(query, run, summary, 0, {})
+        if run.app is not None:
+            _metrics.show_lags(run.app, {}, owner=query)
+
+
+def _count(query: str, run: _Run, summary: BatchSummary, batches: int, latest: Mapping) -> None:
+    _metrics.count(run.app, summary, batches)
+    for stats in summary.per_partition:
+        committed = _metrics.next_offset(stats)
+        if committed is not None:
+            run.committed[(stats["topic"], stats["partition"])] = committed
+    if latest:
+        lags = {tp: max(latest[tp] - offset, 0) for tp, offset in run.committed.items() if tp in latest}
+        _metrics.show_lags(run.app, lags, owner=query)
+
+
+def _from_ledger(query: str, progress, run: _Run):
+    """format("eos"): every attempt of the ledger's batches after the last counted, up to the
+    progress's (a failed attempt's tasks that succeeded committed their transactions; a re-run skips
+    what they wrote). (app, batches, stats rows, guarantee), or None."""
     location = _ledger.announced(query)
     batch_id = progress.batchId
     if location == "" and not run.warned:
@@ -225,44 +258,55 @@ def _from_ledger(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | 
     first = batch_id if run.last_batch is None else run.last_batch + 1
     stats: list[dict[str, Any]] = []
     app = guarantee = None
+    batches = 0
     for entry in _ledger.read_batches(location, list(range(first, batch_id + 1))):
-        committed = [a for a in entry["attempts"] if a["outcome"] == "committed"]
-        if committed:
-            app, guarantee = committed[-1]["app_id"], committed[-1]["guarantee"]
-            stats.extend(committed[-1]["partitions"])
+        attempts = entry["attempts"]
+        if not attempts:
+            continue
+        batches += 1
+        app, guarantee = attempts[-1]["app_id"], attempts[-1]["guarantee"]
+        for attempt in attempts:
+            stats.extend(attempt["partitions"])
     if app is None:
         return None
-    return app, BatchSummary.of(batch_id, guarantee, stats, _seconds(progress), regrouped=False)
+    return app, batches, stats, guarantee
 
 
-def _from_accumulator(query: str, progress, run: _Run) -> tuple[str, BatchSummary] | None:
-    """foreach_writer: what each of the query's partitions added since the last progress."""
+def _from_accumulator(query: str, batch_id: int | None, run: _Run):
+    """foreach_writer: the figures its tasks added for epochs up to `batch_id` (None: all), taken out
+    of the accumulator; (app, epochs, stats rows, guarantee), or None."""
     if not _accumulator:
         return None
-    stats: list[dict[str, Any]] = []
-    app = guarantee = None
-    for (of, app_id, topic, partition), figures in list(_accumulator[0].value.items()):
-        if of != query:
+    values = _accumulator[0].value
+    mine = [
+        key for key in list(values) if key[0] == query and (batch_id is None or key[4] <= batch_id)
+    ]  # entries of an epoch whose progress came get no more updates: taken out, no race
+    if not mine and run.app is None:
+        return None
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    app, guarantee = run.app, run.guarantee
+    for key in mine:
+        figures = values.pop(key, None)
+        if figures is None:
             continue
-        app, guarantee = app_id, figures.get("guarantee")
-        before = run.seen.get((topic, partition), {})
-        if figures == before:
-            continue
-        delta = {name: (figures.get(name) or 0) - (before.get(name) or 0) for name in _SUMMED}
-        stats.append(
-            {
-                **delta,
-                "topic": topic,
-                "partition": partition,
-                "transactional_id": figures.get("transactional_id"),
-                "commit_seconds_max": figures.get("commit_seconds_max", 0.0),
-                "last_offset": figures.get("last_offset"),
-            }
-        )
-        run.seen[(topic, partition)] = dict(figures)
+        _, app, topic, partition, _ = key
+        guarantee = figures.get("guarantee") or guarantee
+        merged[(topic, partition)] = _merge(merged.get((topic, partition), {}), figures)
+    stats = [
+        {
+            **{name: figures.get(name, 0) for name in _SUMMED},
+            "topic": topic,
+            "partition": partition,
+            "transactional_id": figures.get("transactional_id"),
+            "commit_seconds_max": figures.get("commit_seconds_max", 0.0),
+            "last_offset": figures.get("last_offset"),
+        }
+        for (topic, partition), figures in merged.items()
+    ]
     if app is None:
         return None
-    return app, BatchSummary.of(progress.batchId, guarantee, stats, _seconds(progress), regrouped=False)
+    epochs = len({key[4] for key in mine})
+    return app, epochs if batch_id is None else max(epochs, 1), stats, guarantee
 
 
 def _seconds(progress) -> float:

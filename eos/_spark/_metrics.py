@@ -34,8 +34,8 @@ LAG_TIMEOUT_S = 2.0
 _lock = threading.Lock()
 _families: dict[str, Any] = {}
 _served: dict[int, Any] = {}
-#: per app_id, the (topic, partition) whose input lag gauge is set
-_lag_shown: dict[str, set[tuple[str, int]]] = {}
+#: per (app_id, query: None for the sink), the (topic, partition) whose input lag gauge it set
+_lag_shown: dict[tuple[str, str | None], set[tuple[str, int]]] = {}
 
 #: per-partition counters: name -> (BatchSummary per_partition key, help)
 _COUNTERS = {
@@ -152,17 +152,19 @@ def record(
     show_lags(app, shown)
 
 
-def count(app: str, summary) -> None:
-    """Add one batch's figures (`BatchSummary`) to app `app`'s counters."""
+def count(app: str, summary, batches: int = 1) -> None:
+    """Add the figures of `batches` batches (`BatchSummary`: their per-partition rows, the last one's
+    id and the seconds of all) to app `app`'s counters."""
     for stats in summary.per_partition:
         labels = (app, stats["topic"], str(stats["partition"]))
         for name, (key, _) in _COUNTERS.items():
             value = stats.get(key)
             if value:
                 _families[name].labels(*labels).inc(value)
-    _families["eos_batches"].labels(app).inc()
-    _families["eos_last_batch_id"].labels(app).set(summary.batch_id)
-    _families["eos_batch_seconds"].labels(app).observe(summary.seconds)
+    if batches:  # 0: figures of tasks whose batch never completed (a failed epoch's)
+        _families["eos_batches"].labels(app).inc(batches)
+        _families["eos_last_batch_id"].labels(app).set(summary.batch_id)
+        _families["eos_batch_seconds"].labels(app).observe(summary.seconds)
 
 
 def _end_offsets(
@@ -188,15 +190,19 @@ def _end_offsets(
         return None
 
 
-def show_lags(app: str, lags: Mapping[tuple[str, int], int]) -> None:
-    """Set the app's input lag gauges to `lags`, and remove those of every other partition."""
+def show_lags(app: str, lags: Mapping[tuple[str, int], int], owner: str | None = None) -> None:
+    """Set app `app`'s input lag gauges of `owner` (a query; None: the sink of this process) to `lags`,
+    and remove those of every other partition `owner` showed (another query of the app keeps its own)."""
     gauge = _families["eos_input_lag"]
     with _lock:
-        for topic, partition in _lag_shown.get(app, set()) - lags.keys():
+        for topic, partition in _lag_shown.get((app, owner), set()) - lags.keys():
             gauge.remove(app, topic, str(partition))
         for (topic, partition), lag in lags.items():
             gauge.labels(app, topic, str(partition)).set(lag)
-        _lag_shown[app] = set(lags)
+        if lags:
+            _lag_shown[(app, owner)] = set(lags)
+        else:
+            _lag_shown.pop((app, owner), None)
 
 
 def next_offset(stats: Mapping[str, Any]) -> int | None:

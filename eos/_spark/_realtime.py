@@ -132,7 +132,7 @@ class ForeachWriter:
             self.task.fail()
             raise
         if self.figures is not None:  # to the driver as the task ends (a failed task's are dropped)
-            key = (self.task.job.query, self.config.app_id, stats.topic, stats.partition)
+            key = (self.task.job.query, self.config.app_id, stats.topic, stats.partition, self.epoch)
             self.figures.add({key: {**attrs.asdict(stats), "guarantee": self.config.processing_guarantee}})
 
     def _flush(self) -> None:

@@ -29,7 +29,9 @@ DASHBOARD = Path(__file__).parents[2] / "docs" / "grafana" / "eos-dashboard.json
 
 
 def _scrape(port: int, app_id: str) -> tuple[dict[tuple[str, tuple], float], set[str]]:
-    """The endpoint's samples of `app_id` (by name and labels other than app_id), and every family name."""
+    """The endpoint's samples of `app_id` (by name and labels other than app_id), and the name of every
+    sample the endpoint serves or would serve once a labelled family has a child (a counter's `_total`,
+    a histogram's `_bucket`, `_count`, `_sum`, a gauge's own name)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
@@ -40,7 +42,9 @@ def _scrape(port: int, app_id: str) -> tuple[dict[tuple[str, tuple], float], set
         for s in family.samples
         if s.labels.get("app_id") == app_id
     }
-    return samples, {family.name for family in families}
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    names = {f.name + suffix for f in families for suffix in suffixes.get(f.type, ())}
+    return samples, names
 
 
 def _wait_for(port: int, app_id: str, done, seconds: float = 120):
@@ -54,11 +58,13 @@ def _wait_for(port: int, app_id: str, done, seconds: float = 120):
 
 
 def _dashboard_metrics() -> set[str]:
-    """The metric families the dashboard's queries name (a counter's sample `_total`, a histogram's
-    `_bucket`: their family)."""
+    """The sample names the dashboard's queries name; `rate` and `increase` only of counters and
+    histogram buckets (asserted here)."""
     exprs = [t["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for t in panel["targets"]]
-    names = {name for expr in exprs for name in re.findall(r"\b(eos_[a-z_]+)", expr)}
-    return {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in names}
+    for expr in exprs:
+        for name in re.findall(r"\b(?:rate|increase)\((eos_[a-z_]+)", expr):
+            assert name.endswith(("_total", "_bucket")), f"rate of a gauge in {expr}"
+    return {name for expr in exprs for name in re.findall(r"\b(eos_[a-z_]+)", expr)}
 
 
 def _partition(partition: int, topic: str) -> tuple:
@@ -157,9 +163,15 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
         processing_guarantee="exactly_once",
         metrics_port=port,
     )
+    paired: list[tuple[int, int, int]] = []  # (progress batch id, its input rows, eos' records_in)
+    writer = eos.foreach_writer(config)  # adds the listener that serves the port
+    hook = eos.MetricsListener(
+        0, on_progress=lambda p, s: paired.append((p.batchId, p.numInputRows, s.records_in))
+    )
+    spark.streams.addListener(hook)
     query = (
         eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=PER_PARTITION)
-        .writeStream.foreach(eos.foreach_writer(config))
+        .writeStream.foreach(writer)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(processingTime="1 second")
         .start()
@@ -177,8 +189,10 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
 
         figures, _ = _wait_for(port, app_id, all_out)
         assert query.isActive
+        progresses = [p for p in query.recentProgress if p["numInputRows"]]
     finally:
         query.stop()
+        spark.streams.removeListener(hook)
 
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     assert testing.compare(testing.flatten(sent), records, hanging).exactly_once
@@ -193,6 +207,12 @@ def test_foreach_writer_figures_are_served_from_the_driver(spark, bootstrap, nam
         assert figures[("eos_input_lag_records", labels)] == 0
     assert sum(first.get(("eos_input_lag_records", _partition(p, source)), 0) for p in range(PARTITIONS)) > 0
     assert figures[("eos_last_batch_id", ())] == query.lastProgress["batchId"]
+    # each epoch's figures with its own progress: records_in is Spark's numInputRows of the epoch
+    assert [(b, rows) for b, rows, _ in paired if rows] == [
+        (p["batchId"], p["numInputRows"]) for p in progresses
+    ]
+    assert all(rows == rows_in for _, rows, rows_in in paired), paired
+    assert figures[("eos_batches_total", ())] == len(paired)
 
 
 @pytest.mark.long  # make chaos: make test runs the classic one above

@@ -75,8 +75,9 @@ def test_a_bad_port_is_refused_naming_it(port):
 
 def test_a_querys_ledger_is_announced_to_the_users_processes_only(tmp_path, monkeypatch):
     """The pointer a format("eos") commit leaves for the listener: read back, rewritten only when the
-    location changes, removed at the query's end, in directories only the user can read (a ledger URI
-    may carry keys)."""
+    location changes, removed at the query's end, in a directory and a file only the user can read (a
+    ledger URI may carry keys); a directory another user could reach is not used, and nothing there
+    fails the commit."""
     import os
     import stat
     import tempfile
@@ -86,15 +87,207 @@ def test_a_querys_ledger_is_announced_to_the_users_processes_only(tmp_path, monk
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert _ledger.announced("q1") is None
     _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
-    _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
-    assert _ledger.announced("q1") == "s3://bucket/ckpt/eos-ledger"
-    _ledger.announce("q1", "/other/eos-ledger")
-    assert _ledger.announced("q1") == "/other/eos-ledger"
     pointers = _ledger._pointers()
-    for directory in (os.path.dirname(pointers), pointers):
-        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+    written = (pointers / "q1").stat()
+    _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
+    assert (pointers / "q1").stat().st_ino == written.st_ino, "the same location is not written again"
+    assert _ledger.announced("q1") == "s3://bucket/ckpt/eos-ledger"
+    _ledger.announce("q1", "relative/eos-ledger")
+    assert _ledger.announced("q1") == os.path.abspath("relative/eos-ledger")
+    assert stat.S_IMODE(pointers.stat().st_mode) == 0o700
+    assert stat.S_IMODE((pointers / "q1").stat().st_mode) == 0o600
     assert os.listdir(pointers) == ["q1"]  # no temporary file left
     _ledger.forget("q1")
     assert _ledger.announced("q1") is None
     _ledger.announce("q2", "")  # a query that keeps no ledger
     assert _ledger.announced("q2") == ""
+    _ledger.announce("../x", "/elsewhere")  # not a query id: no file outside the directory
+    assert not (tmp_path / "x").exists()
+
+    pointers.chmod(0o777)  # a directory others can write: not used
+    _ledger.announce("q3", "s3://AK:SECRET@bucket/ledger")
+    assert _ledger.announced("q3") is None and not (pointers / "q3").exists()
+    pointers.chmod(0o700)
+    os.rename(pointers, tmp_path / "moved")
+    pointers.write_text("not a directory")  # nor a file where the directory should be
+    _ledger.announce("q4", "/ledger")
+    assert _ledger.announced("q4") is None
+
+
+# -- counting: a process's listeners over format("eos")'s ledger and foreach_writer's accumulator ----
+
+
+def _progress(query: str, batch_id: int, latest: dict | None = None, add_batch_ms: int = 100):
+    offsets = json.dumps(latest) if latest is not None else None
+    return SimpleNamespace(
+        id=query,
+        batchId=batch_id,
+        durationMs={"addBatch": add_batch_ms},
+        sources=[SimpleNamespace(latestOffset=offsets)],
+    )
+
+
+def _row(partition: int, records: int, last_offset: int, **figures) -> dict:
+    return {
+        "topic": "in",
+        "partition": partition,
+        "transactional_id": f"app:in:{partition}",
+        "records_in": records,
+        "records_out": records,
+        "skipped": 0,
+        "transactions": 1,
+        "commit_seconds_max": 0.01,
+        "commit_seconds_total": 0.01,
+        "last_offset": last_offset,
+        "committed_before": None,
+        **figures,
+    }
+
+
+def _attempt(outcome: str, *rows: dict) -> dict:
+    return {"outcome": outcome, "app_id": "app", "guarantee": "exactly_once", "partitions": list(rows)}
+
+
+@pytest.fixture
+def metrics(monkeypatch, tmp_path):
+    """A fresh prometheus registry for eos's families, the pointers in tmp_path, no runs counted."""
+    import tempfile
+
+    import prometheus_client
+
+    from eos._spark import _listener, _metrics
+
+    registry = prometheus_client.CollectorRegistry()
+    for name in ("Counter", "Gauge", "Histogram"):
+        original = getattr(prometheus_client, name)
+        monkeypatch.setattr(
+            prometheus_client, name, lambda *a, _c=original, **k: _c(*a, registry=registry, **k)
+        )
+    monkeypatch.setattr(_metrics, "_families", {})
+    monkeypatch.setattr(_metrics, "_lag_shown", {})
+    monkeypatch.setattr(_listener, "_runs", {})
+    monkeypatch.setattr(_listener, "_accumulator", [])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def value(name: str, **labels) -> float | None:
+        return registry.get_sample_value(name, {"app_id": "app", **labels})
+
+    return value
+
+
+def _ledger_query(tmp_path, query: str, batches: dict[int, list[dict]]):
+    from eos._spark import _ledger
+
+    location = str(tmp_path / "ledger")
+    for batch_id, attempts in batches.items():
+        for attempt in attempts:
+            _ledger.append(location, batch_id, attempt)
+    _ledger.announce(query, location)
+    return location
+
+
+def test_ledger_batches_are_counted_once_however_many_listeners_and_repeats(metrics, tmp_path):
+    _ledger_query(tmp_path, "q", {0: [_attempt("committed", _row(0, 10, 9))]})
+    first, second = MetricsListener(0), MetricsListener(0)
+    seen = []
+    second.on_progress = lambda progress, summary: seen.append(summary.records_in)
+    for listener in (first, second, first):
+        listener.onQueryProgress(SimpleNamespace(progress=_progress("q", 0, {"in": {"0": 25}})))
+    assert metrics("eos_records_in_total", topic="in", partition="0") == 10
+    assert metrics("eos_batches_total") == 1
+    assert metrics("eos_input_lag_records", topic="in", partition="0") == 15
+    assert seen == [10], "the second listener's hook gets the batch's summary, counted by the first"
+
+
+def test_a_dropped_progress_counts_every_batch_since_and_a_failed_attempts_commits(metrics, tmp_path):
+    _ledger_query(
+        tmp_path,
+        "q",
+        {
+            0: [_attempt("committed", _row(0, 10, 9))],
+            1: [_attempt("committed", _row(0, 10, 19))],  # its progress is dropped
+            2: [
+                _attempt("failed", _row(0, 5, 24)),  # a task committed 5, another failed
+                _attempt("committed", _row(0, 5, 29, skipped=5)),  # the re-run skips those 5
+            ],
+        },
+    )
+    listener = MetricsListener(0)
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q", 0)))
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q", 2, {"in": {"0": 30}})))
+    assert metrics("eos_batches_total") == 3
+    assert metrics("eos_records_out_total", topic="in", partition="0") == 30
+    assert metrics("eos_records_skipped_total", topic="in", partition="0") == 5
+    assert metrics("eos_last_batch_id") == 2
+    assert metrics("eos_input_lag_records", topic="in", partition="0") == 0
+
+
+def test_foreach_epochs_are_counted_in_their_own_progress_and_a_failed_epochs_at_the_end(metrics):
+    from eos._spark import _listener
+
+    param = Figures()
+    accumulator = SimpleNamespace(value={})
+    _listener._accumulator[:] = [accumulator, None]
+    task = {**_task(10, 9), "skipped": 0}
+    param.addInPlace(accumulator.value, {("q", "app", "in", 0, 0): task})
+    param.addInPlace(accumulator.value, {("q", "app", "in", 0, 1): {**_task(7, 16)}})  # epoch 1 ran ahead
+    seen = []
+    listener = MetricsListener(0, on_progress=lambda p, s: seen.append((p.batchId, s.records_in)))
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q", 0, {"in": {"0": 30}})))
+    assert seen == [(0, 10)], "epoch 1's figures wait for epoch 1's progress"
+    assert metrics("eos_input_lag_records", topic="in", partition="0") == 20
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q", 1, {"in": {"0": 30}})))
+    assert seen[-1] == (1, 7)
+    param.addInPlace(accumulator.value, {("q", "app", "in", 0, 2): _task(3, 19)})  # epoch 2 fails after
+    listener.onQueryTerminated(SimpleNamespace(id="q"))
+    assert metrics("eos_records_out_total", topic="in", partition="0") == 20
+    assert metrics("eos_batches_total") == 2
+    assert metrics("eos_input_lag_records", topic="in", partition="0") is None, "a query's lag goes with it"
+    assert accumulator.value == {}
+
+
+def test_two_queries_of_one_app_keep_their_own_lag_gauges(metrics, tmp_path):
+    from eos._spark import _ledger
+
+    for query, partition in (("q1", 0), ("q2", 1)):
+        location = str(tmp_path / query)
+        _ledger.append(location, 0, _attempt("committed", _row(partition, 10, 9)))
+        _ledger.announce(query, location)
+    listener = MetricsListener(0)
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q1", 0, {"in": {"0": 12}})))
+    listener.onQueryProgress(SimpleNamespace(progress=_progress("q2", 0, {"in": {"1": 14}})))
+    assert metrics("eos_input_lag_records", topic="in", partition="0") == 2
+    assert metrics("eos_input_lag_records", topic="in", partition="1") == 4
+
+
+def test_a_port_held_elsewhere_fails_the_listener_and_a_retry_adds_one(metrics):
+    import socket
+
+    from eos._spark import _listener
+
+    added = []
+    session = SimpleNamespace(streams=SimpleNamespace(addListener=added.append))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ConfigError, match="metrics_port"):
+            _listener.listen(session, port)
+    assert added == [] and not _listener._listening.get((id(session), port))
+    listener = _listener.listen(session, port)
+    assert added == [listener] and _listener.listen(session, port) is listener
+    _listener._listening.pop((id(session), port))
+
+
+def test_a_failing_on_progress_is_reported_as_such(metrics, tmp_path, caplog):
+    import logging
+
+    _ledger_query(tmp_path, "q", {0: [_attempt("committed", _row(0, 10, 9))]})
+
+    def broken(progress, summary):
+        raise RuntimeError("boom")
+
+    with caplog.at_level(logging.WARNING, logger="eos.sink"):
+        MetricsListener(0, on_progress=broken).onQueryProgress(SimpleNamespace(progress=_progress("q", 0)))
+    assert metrics("eos_records_in_total", topic="in", partition="0") == 10
+    assert [r.getMessage().split()[0:2] for r in caplog.records] == [["on_progress", "failed"]]
