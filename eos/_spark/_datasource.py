@@ -360,6 +360,7 @@ class _Writer(*_WRITER_BASES):
             "app_id": config.app_id,
             "guarantee": config.processing_guarantee,
             "driver_pid": os.getpid(),
+            "query": query,
             "tasks_failed": sum(1 for m in messages if m is None),
             "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
         }

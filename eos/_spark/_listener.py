@@ -260,7 +260,8 @@ def _from_ledger(query: str, progress, run: _Run):
     app = guarantee = None
     batches = 0
     for entry in _ledger.read_batches(location, list(range(first, batch_id + 1))):
-        attempts = entry["attempts"]
+        # another query's attempts where two share an eos.ledger.dir (attempts without one: an earlier eos)
+        attempts = [a for a in entry["attempts"] if a.get("query") in (None, query)]
         if not attempts:
             continue
         batches += 1

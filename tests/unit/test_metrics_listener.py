@@ -246,6 +246,18 @@ def test_foreach_epochs_are_counted_in_their_own_progress_and_a_failed_epochs_at
     assert accumulator.value == {}
 
 
+def test_two_queries_sharing_a_ledger_directory_count_only_their_own_attempts(metrics, tmp_path):
+    from eos._spark import _ledger
+
+    location = str(tmp_path / "shared")
+    _ledger.append(location, 0, {**_attempt("committed", _row(0, 10, 9)), "query": "q1"})
+    _ledger.append(location, 0, {**_attempt("committed", _row(1, 4, 3)), "query": "q2"})
+    _ledger.announce("q1", location)
+    MetricsListener(0).onQueryProgress(SimpleNamespace(progress=_progress("q1", 0)))
+    assert metrics("eos_records_in_total", topic="in", partition="0") == 10
+    assert metrics("eos_records_in_total", topic="in", partition="1") is None
+
+
 def test_two_queries_of_one_app_keep_their_own_lag_gauges(metrics, tmp_path):
     from eos._spark import _ledger
 
