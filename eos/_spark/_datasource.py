@@ -60,6 +60,8 @@ _OWN_OPTIONS = {
     "eos.ledger.dir": None,
     "eos.ledger.retain": str(_ledger.RETAIN),
 }
+#: where a query's store snapshots go by default, under its checkpoint location
+SNAPSHOT_DIR = "eos-snapshots"
 _GROUPS = ("producer.", "consumer.", "admin.", "schema.registry.")
 #: Spark's batch id of the micro-batch a task belongs to (a local property Spark sets per batch).
 _BATCH_ID = "streaming.sql.batchId"
@@ -150,6 +152,9 @@ def settings_of(options: Mapping[str, str]) -> Settings:
     if retain < 1:
         raise ConfigError("eos.ledger.retain", f"{own['eos.ledger.retain']!r} is not a positive integer")
     ledger = own["eos.ledger.dir"] or (_ledger.location_of(checkpoint) if checkpoint else None)
+    if checkpoint and config.state_snapshot_location is None:  # beside Spark's own state
+        snapshots = checkpoint.rstrip("/") + "/" + SNAPSHOT_DIR
+        config = attrs.evolve(config, state_snapshot_location=snapshots)
     return Settings(
         config=config,
         check_input=not _boolean("eos.input.filtered", own["eos.input.filtered"]),

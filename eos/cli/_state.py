@@ -23,8 +23,8 @@ from eos.cli._base import (
     print_json,
 )
 from eos.cli._broker import Broker
-from eos.config import Config
-from eos.state import _backends
+from eos.config import Config, redact_url
+from eos.state import _backends, _snapshot
 
 
 @attrs.frozen
@@ -134,6 +134,175 @@ def add_commands(commands, leaf: Leaf) -> None:
     swipe.add_argument("--store", help="only this store (default: every store of the partition)")
     swipe.add_argument("--state-dir", help="default: $EOS_STATE_DIR, else eos' default")
     swipe.set_defaults(func=cmd_state_wipe)
+    location_help = "where the snapshots are (state_snapshot_location; default: $EOS_STATE_SNAPSHOT_LOCATION)"
+    sshow.add_argument("--snapshot-location", help=location_help)
+    slist = leaf(state_cmd, "snapshots", "every snapshot of an app's stores in durable storage")
+    slist.add_argument("--app", required=True, help="the app id (Config.app_id)")
+    slist.add_argument("--snapshot-location", help=location_help)
+    slist.add_argument("--json", action="store_true", help="JSON instead of a table")
+    slist.set_defaults(func=cmd_state_snapshots)
+    for name, func, what in (
+        (
+            "snapshot",
+            cmd_state_snapshot,
+            "bring a partition's local stores up to their changelogs and snapshot them now",
+        ),
+        (
+            "restore",
+            cmd_state_restore,
+            "rebuild a partition's local stores (from their newest snapshots and the changelogs' tails)"
+            " before a query runs here",
+        ),
+    ):
+        sub = leaf(state_cmd, name, what)
+        sub.add_argument("--app", required=True, help="the app id (Config.app_id)")
+        sub.add_argument("--topic", required=True, help="input topic")
+        sub.add_argument("--partition", type=non_negative_int, required=True, help="input partition")
+        sub.add_argument(
+            "--store", action="append", help="only this store (repeatable; default: every store)"
+        )
+        sub.add_argument("--state-dir", help="default: $EOS_STATE_DIR, else eos' default")
+        sub.add_argument("--snapshot-location", help=location_help)
+        sub.set_defaults(func=func)
+
+
+def _with_snapshots(args, config: Config, required: bool) -> Config:
+    """`config` with the snapshot location of --snapshot-location or $EOS_STATE_SNAPSHOT_LOCATION."""
+    location = getattr(args, "snapshot_location", None) or os.environ.get("EOS_STATE_SNAPSHOT_LOCATION")
+    if not location:
+        if required:
+            raise CliError(
+                EXIT_ERROR,
+                "no snapshot location: give --snapshot-location or set EOS_STATE_SNAPSHOT_LOCATION",
+            )
+        return config
+    return attrs.evolve(config, state_snapshot_location=location, state_snapshot_interval_ms=1)
+
+
+def cmd_state_snapshots(args, config: Config, broker: Broker) -> int:
+    config = _with_snapshots(args, config, True)
+    found = list(_snapshot.app_snapshots(config.state_snapshot_location, config.app_id))
+    if args.json:
+        print_json(
+            {
+                "app": config.app_id,
+                "snapshots": [
+                    {"topic": t, "partition": p, "store": store, "path": s.data_path, **s.as_dict()}
+                    for t, p, store, s in found
+                ],
+            }
+        )
+        return EXIT_OK
+    if not found:
+        print(f"no snapshots of app {config.app_id!r} under {redact_url(config.state_snapshot_location)}")
+        return EXIT_OK
+    rows = [
+        (t, p, store, s.offset, s.input_offset, s.backend, s.size, _when(s.taken_at), s.changelog_id)
+        for t, p, store, s in found
+    ]
+    headers = [
+        "TOPIC",
+        "PARTITION",
+        "STORE",
+        "OFFSET",
+        "INPUT_OFFSET",
+        "BACKEND",
+        "BYTES",
+        "TAKEN",
+        "TOPIC_ID",
+    ]
+    print(format_table(headers, rows))
+    return EXIT_OK
+
+
+def _shown(snapshot: _snapshot.Snapshot | None) -> dict | None:
+    return None if snapshot is None else {"path": snapshot.data_path, **snapshot.as_dict()}
+
+
+def _described(snapshot: _snapshot.Snapshot | None) -> str:
+    return "none" if snapshot is None else f"{snapshot.offset} at {_when(snapshot.taken_at)}"
+
+
+def _when(epoch: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _partition_state(args, config: Config, broker: Broker):
+    """The stores of --topic/--partition, opened (locked) and recovered as a task would, and what it
+    took; the caller closes them."""
+    from eos._core._scope import PartitionScope
+    from eos._log import get_logger
+    from eos.state._api import StoreSpec
+    from eos.state._partition import PartitionState
+
+    directory = _names.partition_dir(config.state_dir, config.app_id, args.topic, args.partition)
+    names = set(_names.store_names(directory)) if directory.is_dir() else set()
+    if config.state_snapshot_location:
+        names |= {
+            store
+            for topic, partition, store, _ in _snapshot.app_snapshots(
+                config.state_snapshot_location, config.app_id
+            )
+            if (topic, partition) == (args.topic, args.partition)
+        }
+    if args.store:
+        names = set(args.store)
+    if not names:
+        raise CliError(
+            EXIT_ERROR,
+            f"no stores of {args.topic}/{args.partition} for app {config.app_id!r} under {directory} or in"
+            " the snapshots: name them with --store",
+        )
+    committed = broker.committed(config.app_id).get((args.topic, args.partition))
+    log = get_logger("eos.task", app_id=config.app_id, topic=args.topic, partition=args.partition)
+    scope = PartitionScope(config, args.topic, args.partition, -1, None, log)
+    state = PartitionState(scope, {name: StoreSpec() for name in sorted(names)})
+    try:
+        state.open(committed)
+    except BaseException:
+        state.close()
+        raise
+    return state, committed
+
+
+def cmd_state_snapshot(args, config: Config, broker: Broker) -> int:
+    config = _with_snapshots(args, config, True)
+    state, committed = _partition_state(args, config, broker)
+    try:
+        before = state.snapshots_taken
+        state.snapshot_if_due(committed, force=True)
+        taken = state.snapshots_taken - before
+        for name, store in state.stores.items():
+            print(
+                f"store {name!r} of {args.topic}/{args.partition}: at changelog offset {store.local_offset()}"
+            )
+    finally:
+        state.close()
+    print(f"{taken} snapshot(s) written under {redact_url(config.state_snapshot_location)}")
+    if state.snapshots_failed:
+        raise CliError(
+            EXIT_ERROR, f"{state.snapshots_failed} snapshot(s) could not be written (logged above)"
+        )
+    return EXIT_OK
+
+
+def cmd_state_restore(args, config: Config, broker: Broker) -> int:
+    config = _with_snapshots(args, config, False)
+    state, _ = _partition_state(args, config, broker)
+    try:
+        for name, store in state.stores.items():
+            print(
+                f"store {name!r} of {args.topic}/{args.partition}: at changelog offset {store.local_offset()}"
+            )
+    finally:
+        state.close()
+    print(
+        f"{state.from_snapshot} store(s) from a snapshot, {state.restored} changelog record(s) read;"
+        " the next task here rolls forward from there"
+    )
+    return EXIT_OK
 
 
 def cmd_state_show(args, config: Config, broker: Broker) -> int:
@@ -153,6 +322,11 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
         else:
             print(f"no local state for app {app!r} under {where}")
         return EXIT_OK
+    config = _with_snapshots(args, config, False)
+    newest: dict[tuple[str, int, str], _snapshot.Snapshot] = {}
+    if config.state_snapshot_location:
+        for topic, partition, store, snapshot in _snapshot.app_snapshots(config.state_snapshot_location, app):
+            newest.setdefault((topic, partition, store), snapshot)
     changelogs = {(s.topic, s.store): _names.changelog_topic(config.app_id, s.topic, s.store) for s in stores}
     ends = broker.log_offsets({(changelogs[(s.topic, s.store)], s.partition) for s in stores}, "latest")
     records = []
@@ -176,6 +350,7 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
                         "changelog": changelog,
                         "changelog_end": end,
                         "locked": s.locked,
+                        "snapshot": _shown(newest.get((s.topic, s.partition, s.store))),
                     }
                     for s, changelog, end in records
                 ],
@@ -195,11 +370,14 @@ def cmd_state_show(args, config: Config, broker: Broker) -> int:
         )
         for s, _, end in records
     ]
-    print(
-        format_table(
-            ["TOPIC", "PARTITION", "STORE", "KEYS", "CHECKPOINT", "LOCAL", "CHANGELOG_END", "LOCKED"], rows
-        )
-    )
+    headers = ["TOPIC", "PARTITION", "STORE", "KEYS", "CHECKPOINT", "LOCAL", "CHANGELOG_END", "LOCKED"]
+    if config.state_snapshot_location:
+        headers.append("SNAPSHOT")
+        rows = [
+            (*row, _described(newest.get((s.topic, s.partition, s.store))))
+            for row, (s, _, _) in zip(rows, records, strict=True)
+        ]
+    print(format_table(headers, rows))
     return EXIT_OK
 
 

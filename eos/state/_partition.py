@@ -97,6 +97,7 @@ class PartitionState:
         #: stores restored from a snapshot (and the changelog's tail since) rather than the whole changelog
         self.from_snapshot = 0
         self.snapshots_taken = 0
+        self.snapshots_failed = 0
 
     # -- task start, and again after an abort -----------------------------------------------------
 
@@ -268,11 +269,12 @@ class PartitionState:
             )
         return None
 
-    def snapshot_if_due(self, input_offset: int | None) -> None:
+    def snapshot_if_due(self, input_offset: int | None, force: bool = False) -> None:
         """After the task's last commit: snapshot each store whose last snapshot is older than
-        `state_snapshot_interval_ms` and that changed since. `input_offset`: the committed input offset.
-        A snapshot that fails is logged; the batch is committed whatever happens here."""
-        interval_s = self.scope.config.state_snapshot_interval_ms / 1000
+        `state_snapshot_interval_ms` and that changed since (`force`: each store not snapshotted at its
+        offset yet). `input_offset`: the committed input offset. A snapshot that fails is logged; the
+        batch is committed whatever happens here."""
+        interval_s = 0 if force else self.scope.config.state_snapshot_interval_ms / 1000
         for name, store in self.stores.items():
             location = self.snapshot_locations[name]
             offset = store.local_offset()
@@ -293,6 +295,7 @@ class PartitionState:
                         location, data, snapshot, self.scope.config.state_snapshot_keep
                     )
             except Exception as exc:  # noqa: BLE001 - a snapshot is an optimisation: the changelog has it all
+                self.snapshots_failed += 1
                 self.scope.log.warning(
                     "snapshot not taken", store=name, offset=offset, error=f"{type(exc).__name__}: {exc}"
                 )

@@ -78,6 +78,25 @@ def store_location(config: Config, topic: str, partition: int, store: str) -> st
     return f"{config.state_snapshot_location.rstrip('/')}/{config.app_id}/{topic}-{partition}/{store}"
 
 
+def app_snapshots(location: str, app_id: str) -> Iterator[tuple[str, int, str, Snapshot]]:
+    """Every snapshot of app `app_id` under `location`: (input topic, partition, store, snapshot), by
+    topic, partition and store, each store's newest first."""
+    from pyarrow import fs
+
+    filesystem, root = _filesystem(location)
+    base = f"{root.rstrip('/')}/{app_id}"
+    if filesystem.get_file_info(base).type != fs.FileType.Directory:
+        return
+    for tp in sorted(filesystem.get_file_info(fs.FileSelector(base)), key=lambda i: i.base_name):
+        topic, dash, partition = tp.base_name.rpartition("-")
+        if tp.type != fs.FileType.Directory or not dash or not partition.isdigit():
+            continue
+        for store in sorted(filesystem.get_file_info(fs.FileSelector(tp.path)), key=lambda i: i.base_name):
+            if store.type == fs.FileType.Directory:
+                for snapshot in listed(f"{location.rstrip('/')}/{app_id}/{tp.base_name}/{store.base_name}"):
+                    yield topic, int(partition), store.base_name, snapshot
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

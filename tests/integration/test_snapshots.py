@@ -180,3 +180,56 @@ def test_a_snapshot_of_a_deleted_and_recreated_changelog_is_not_used(bootstrap, 
         state.close()
     reasons = [r.getMessage() for r in caplog.records if "snapshot not used" in r.getMessage()]
     assert reasons and "topic id" in reasons[0], reasons
+
+
+def test_operators_list_take_and_restore_snapshots_with_the_cli(bootstrap, names, tmp_path, capsys):
+    """`eos state snapshots`, `state show --snapshot-location`, `state restore` on a host without the
+    store (the newest snapshot and the changelog's tail), `state snapshot` (the store brought up to its
+    changelog and snapshotted now)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from eos.cli._main import main as cli
+
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    app = names("app")
+    location = str(tmp_path / "snapshots")
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app,
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_dir=str(tmp_path / "state"),
+        state_snapshot_location=location,
+        state_snapshot_interval_ms=1,
+    )
+    changelog = ensure_changelog(config, source, "big").name
+    _write(bootstrap, changelog, [(i, i) for i in range(1_000)], 0)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": app})  # the input offset eos committed
+    consumer.commit(offsets=[TopicPartition(source, 0, 1_200)], asynchronous=False)
+    consumer.close()
+    state = _open(config, source, 1_000)
+    try:
+        state.snapshot_if_due(1_000)
+    finally:
+        state.close()
+    _write(bootstrap, changelog, [(i, -1) for i in range(200)], 1_000)
+    common = ["--bootstrap-server", bootstrap, "--app", app, "--snapshot-location", location]
+
+    assert cli(["state", "snapshots", *common]) == 0
+    listed = capsys.readouterr().out
+    assert source in listed and "big" in listed and "1000" in listed, listed
+    assert cli(["state", "show", *common, "--state-dir", str(tmp_path / "state")]) == 0
+    assert "SNAPSHOT" in capsys.readouterr().out
+
+    elsewhere = str(tmp_path / "other-host")
+    where = ["--topic", source, "--partition", "0", "--state-dir", elsewhere]
+    assert cli(["state", "restore", *common, *where]) == 0
+    out = capsys.readouterr().out
+    assert "1 store(s) from a snapshot" in out and "at changelog offset" in out, out
+    restored = int(out.split("store(s) from a snapshot, ")[1].split()[0])
+    assert 200 <= restored <= 202, out  # the tail (and its transaction's marker), not the 1,000 before
+
+    assert cli(["state", "snapshot", *common, *where]) == 0
+    assert "1 snapshot(s) written" in capsys.readouterr().out
+    assert _snapshot.listed(_snapshot.store_location(config, source, 0, "big"))[0].offset > 1_000

@@ -40,6 +40,17 @@ def test_spark_kafka_options_and_eos_dotted_keys_make_the_config():
     assert settings.ledger == "/ck/eos-ledger" and settings.check_input and settings.retain == _ledger.RETAIN
 
 
+def test_store_snapshots_go_under_the_checkpoint_unless_placed_or_turned_off():
+    assert settings_of({**GOOD, "checkpointlocation": "s3://b/ck/"}).config.state_snapshot_location == (
+        "s3://b/ck/eos-snapshots"
+    )
+    placed = settings_of({**GOOD, "checkpointlocation": "/ck", "eos.state.snapshot.location": "gs://s/x"})
+    assert placed.config.state_snapshot_location == "gs://s/x"
+    off = settings_of({**GOOD, "checkpointlocation": "/ck", "eos.state.snapshot.interval.ms": "0"})
+    assert off.config.state_snapshot_interval_ms == 0
+    assert settings_of(GOOD).config.state_snapshot_location is None  # no checkpoint option: none
+
+
 def test_java_client_names_are_translated_as_spark_users_write_them():
     jaas = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr3t";'
