@@ -165,6 +165,7 @@ class Incarnation:
         if self.state is not None:
             self.stats.restored = self.state.restored
             self.stats.snapshots_restored = self.state.from_snapshot
+            self.stats.snapshots_taken = self.state.snapshots_taken
             self.state.close()
             self.state = None
 

@@ -233,3 +233,52 @@ def test_operators_list_take_and_restore_snapshots_with_the_cli(bootstrap, names
     assert cli(["state", "snapshot", *common, *where]) == 0
     assert "1 snapshot(s) written" in capsys.readouterr().out
     assert _snapshot.listed(_snapshot.store_location(config, source, 0, "big"))[0].offset > 1_000
+
+
+@pytest.mark.long  # two driver processes (~25 s): make chaos; make test runs the PartitionState ones above
+def test_a_pipeline_whose_executor_lost_its_disk_restores_from_snapshots_and_counts_stay_exact(
+    bootstrap, names, tmp_path
+):
+    """The stateful running count through foreachBatch with snapshots after every batch: the executor's
+    state directory is lost after a first run, and a second run over more input rebuilds every store
+    from its snapshot without reading the changelogs (each snapshot is at its changelog's end; the
+    tail-reading path is the test above). Output exactly once, counts exact (read_committed): the
+    snapshots hold the counts."""
+    from conftest import finish, start_pipeline
+
+    from tests.support.summaries import read_summaries
+
+    source, output, app_id = names("in"), names("out"), names("app")
+    partitions = 4
+    testing.create_topic(bootstrap, source, partitions)
+    testing.create_topic(bootstrap, output, partitions)
+    first = testing.produce_sequence(bootstrap, source, partitions, 300)
+    state_dir = tmp_path / "state"
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_STATE_DIR": str(state_dir),
+        "EOS_STATE_SNAPSHOT_LOCATION": str(tmp_path / "snapshots"),
+        "EOS_STATE_SNAPSHOT_INTERVAL_MS": "1",
+    }
+    flags = {"stateful": True, "max_offsets": 400}
+
+    def pipeline(run: int) -> list[dict]:
+        summaries = tmp_path / f"s{run}.jsonl"
+        finish(
+            start_pipeline(bootstrap, app_id, source, output, tmp_path / "ckpt", summaries, env=env, **flags)
+        )
+        return read_summaries(summaries)
+
+    batches = pipeline(1)
+    assert [b["snapshots_taken"] for b in batches] == [partitions] * len(batches), batches
+    shutil.rmtree(state_dir)  # the executor's disk is gone
+    second = testing.produce_sequence(bootstrap, source, partitions, 100, start=300)
+    batches = pipeline(2)
+    assert batches[0]["snapshots_restored"] == partitions, batches[0]
+    assert batches[0]["restored"] == 0, "a full restore would read every changelog record"
+
+    sent = {p: first[p] + second[p] for p in range(partitions)}
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    counts = testing.expected_running_counts(sent)
+    result = testing.compare(testing.flatten(sent), records, hanging, running_counts=counts)
+    assert result.exactly_once and result.state_mismatches == 0, result
