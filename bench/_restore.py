@@ -18,9 +18,102 @@ from bench import bench_report as report
 from bench._common import log
 from bench._kafka import delete_topic
 from eos import testing
+from eos._names import INPUT_OFFSET_HEADER
 
 if TYPE_CHECKING:
     from bench._rows import Bench
+
+
+def fill_changelog(
+    bootstrap: str, changelog: str, keys: list[int], first_input: int = 0, value: bytes = b""
+) -> None:
+    """`keys` into partition 0 of `changelog` as eos writes a store's records (input offset headers), in
+    transactions of 50,000."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
+    )
+    producer.init_transactions(30)
+    for start in range(0, len(keys), 50_000):
+        producer.begin_transaction()
+        for n, i in enumerate(keys[start : start + 50_000], start=first_input + start):
+            while True:
+                try:
+                    producer.produce(
+                        changelog, value + b"%d" % i, b"key%d" % i, partition=0,
+                        headers=[(INPUT_OFFSET_HEADER, b"%d" % n)],
+                    )  # fmt: skip
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.commit_transaction(60)
+
+
+def _state(config, source: str):
+    from eos._core._scope import PartitionScope
+    from eos._log import get_logger
+    from eos.state._partition import PartitionState
+
+    scope = PartitionScope(config, source, 0, 0, None, get_logger(bench="restore"))
+    return PartitionState(scope, {"big": eos.StoreSpec()})
+
+
+def snapshot_rebuilds(base, source: str, changelog: str, bootstrap: str, keys: int, work, runs: int) -> dict:
+    """Per state store: the store rebuilt whole from the changelog, then from a snapshot (on a local
+    file system) plus a tail of 1% of `keys` written after it; seconds each, the snapshot's size and
+    the seconds to take it. Appends the tail to `changelog` once per store."""
+    from eos.state import _snapshot
+
+    tail = max(keys // 100, 1)
+    out: dict[str, dict] = {}
+    committed = keys
+    for store in ("rocksdb", "sqlite"):
+        location = work / f"snapshots-{store}-{uuid.uuid4().hex[:6]}"
+        config = attrs.evolve(
+            base,
+            state_store=store,
+            state_dir=str(work / f"snap-{store}-{uuid.uuid4().hex[:6]}"),
+            state_snapshot_location=str(location),
+            state_snapshot_interval_ms=1,
+        )
+        state, t = _state(config, source), time.perf_counter()
+        state.open(committed)
+        full = time.perf_counter() - t
+        t = time.perf_counter()
+        state.snapshot_if_due(committed)
+        taken = time.perf_counter() - t
+        state.close()
+        (snapshot,) = _snapshot.listed(_snapshot.store_location(config, source, 0, "big"))
+        fill_changelog(bootstrap, changelog, list(range(tail)), committed, b"t")
+        committed += tail
+        rebuilds = []
+        for _ in range(runs):
+            shutil.rmtree(config.state_dir, ignore_errors=True)
+            state, t = _state(config, source), time.perf_counter()
+            state.open(committed)
+            seconds = time.perf_counter() - t
+            restored, used = state.restored, state.from_snapshot
+            state.close()
+            if used != 1 or restored > tail + 1:
+                raise RuntimeError(
+                    f"snapshot rebuild ({store}) used {used} snapshots, read {restored} records"
+                )
+            rebuilds.append(seconds)
+        shutil.rmtree(config.state_dir, ignore_errors=True)
+        shutil.rmtree(location, ignore_errors=True)
+        out[store] = {
+            "full_seconds": full,
+            "snapshot_seconds": taken,
+            "snapshot_bytes": snapshot.size,
+            "tail": tail,
+            "rebuild_seconds": rebuilds,
+            "median_rebuild_seconds": report.median(rebuilds),
+        }
+        log(
+            f"restore {store}: whole changelog {full:.1f}s; snapshot taken in {taken:.1f}s"
+            f" ({snapshot.size / 2**20:.0f} MiB); snapshot + {tail:,}-record tail"
+            f" {report.median(rebuilds):.1f}s"
+        )
+    return out
 
 
 def restore(bench: Bench) -> dict:
@@ -29,7 +122,6 @@ def restore(bench: Bench) -> dict:
     from eos._core._scope import PartitionScope
     from eos._kafka._changelog import ensure_changelog
     from eos._log import get_logger
-    from eos._names import INPUT_OFFSET_HEADER
     from eos.state._partition import PartitionState
 
     keys = bench.args.restore_keys
@@ -40,24 +132,8 @@ def restore(bench: Bench) -> dict:
     testing.create_topic(bench.bootstrap, source, 1)
     base = bench.config("restore", "exactly_once", output_topic=source)
     changelog = ensure_changelog(base, source, "big").name
-    producer = Producer(
-        {"bootstrap.servers": bench.bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
-    )
-    producer.init_transactions(30)
     t0 = time.perf_counter()
-    for start in range(0, keys, 50_000):
-        producer.begin_transaction()
-        for i in order[start : start + 50_000]:
-            while True:
-                try:
-                    producer.produce(
-                        changelog, b"%d" % i, b"key%d" % i, partition=0,
-                        headers=[(INPUT_OFFSET_HEADER, b"%d" % i)],
-                    )  # fmt: skip
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.commit_transaction(60)
+    fill_changelog(bench.bootstrap, changelog, order)
     log(f"restore: changelog of {keys:,} keys written in {time.perf_counter() - t0:.1f}s")
     # per state_store and state_mode, interleaved
     modes: dict[str, list[float]] = {
@@ -82,6 +158,7 @@ def restore(bench: Bench) -> dict:
                 raise RuntimeError(f"restore ({mode}) read {restored} records, expected {keys}")
             modes[mode].append(keys / seconds)
             log(f"restore {mode}: {keys / seconds:,.0f} records/s")
+    snapshots = snapshot_rebuilds(base, source, changelog, bench.bootstrap, keys, bench.work, bench.args.runs)
     delete_topic(bench.bootstrap, changelog)
     delete_topic(bench.bootstrap, source)
     return {
@@ -89,4 +166,5 @@ def restore(bench: Bench) -> dict:
         "modes": {
             m: {"records_per_s": v, "median_records_per_s": report.median(v)} for m, v in modes.items()
         },
+        "snapshots": snapshots,
     }

@@ -309,6 +309,29 @@ class Bench:
             state_store="rocksdb",
         )
 
+    def row_eos_exactly_once_stateful_snapshots(self, out: str) -> dict:
+        """Row 4 with each store snapshotted after every batch (a local directory): the most snapshots
+        can cost (the default is one per store every 5 minutes)."""
+        return self._eos_row(
+            "eos_exactly_once_stateful_snapshots",
+            out,
+            "exactly_once",
+            stateful="rows",
+            state_snapshot_location=str(self.work / f"snapshots-{uuid.uuid4().hex[:6]}"),
+            state_snapshot_interval_ms=1,
+        )
+
+    def row_eos_exactly_once_stateful_batch_snapshots(self, out: str) -> dict:
+        """Row 4b with each store snapshotted after every batch."""
+        return self._eos_row(
+            "eos_exactly_once_stateful_batch_snapshots",
+            out,
+            "exactly_once",
+            stateful="batch",
+            state_snapshot_location=str(self.work / f"snapshots-{uuid.uuid4().hex[:6]}"),
+            state_snapshot_interval_ms=1,
+        )
+
     def row_eos_exactly_once_connect(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_connect", out, "exactly_once", connect=True)
 

@@ -19,6 +19,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
     ("eos_exactly_once_stateful_rocksdb", "4r row 4 with state_store='rocksdb'"),
     ("eos_exactly_once_stateful_batch_rocksdb", "4br row 4b with state_store='rocksdb'"),
+    ("eos_exactly_once_stateful_snapshots", "4s row 4 with a store snapshot after every batch"),
+    ("eos_exactly_once_stateful_batch_snapshots", "4bs row 4b with a store snapshot after every batch"),
     ("eos_exactly_once_arrow50k", "3a row 3 with Arrow batches of 50,000 rows (default 10,000)"),
     ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
@@ -287,6 +289,17 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
             tp_ratio("agg_eos_exactly_once", "agg_spark_kafka_sink"),
             0.9,
         ),
+        "stateful_with_a_snapshot_every_batch_vs_without >= 0.95": (
+            tp_ratio("eos_exactly_once_stateful_batch_snapshots", "eos_exactly_once_stateful_batch"),
+            0.95,
+        ),
+        "restore_from_snapshot_seconds <= 30": (
+            max(
+                (s.get("median_rebuild_seconds") or 0 for s in restore.get("snapshots", {}).values()),
+                default=None,
+            ),
+            30.0,
+        ),
         "worker_rss_10x_over_1x <= 1.2": (rss.get("ratio_10x_over_1x"), 1.2),
         "p99_latency_1s_trigger_s <= 2": (
             None if lat.get("p99_ms") is None else lat["p99_ms"] / 1000,
@@ -462,6 +475,12 @@ def extra_table(result: Mapping[str, Any]) -> str:
         lines.append(
             f"| restore {result['restore']['keys']:,}-key store, {mode} | "
             f"{fmt_rate(m.get('median_records_per_s'))} records/s |"
+        )
+    for store, m in result.get("restore", {}).get("snapshots", {}).items():
+        lines.append(
+            f"| the same store lost, {store}: whole changelog {m['full_seconds']:.1f} s; snapshot"
+            f" ({m['snapshot_bytes'] / 2**20:.0f} MiB, taken in {m['snapshot_seconds']:.1f} s) + a"
+            f" {m['tail']:,}-record tail {m['median_rebuild_seconds']:.2f} s |"
         )
     return "\n".join(lines)
 
