@@ -83,27 +83,7 @@ class StandaloneCluster:
             str(self.webui_port),
         )
         for i in range(self.workers):
-            work = self.home / f"worker-{i}"
-            work.mkdir(exist_ok=True)
-            # Each worker on its own loopback address: Spark sees two hosts, as it must for a
-            # speculative attempt (never launched on the host of the attempt it duplicates).
-            host = f"127.0.0.{i + 1}"
-            self._start(
-                f"worker-{i}",
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                host,
-                "--cores",
-                str(self.cores_per_worker),
-                "--memory",
-                self.memory_per_worker,
-                "--webui-port",
-                str(free_port()),
-                "--work-dir",
-                str(work),
-                self.master_url,
-                host=host,
-            )
+            self.start_worker(i)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             alive = [w for w in self.status().get("workers", []) if w.get("state") == "ALIVE"]
@@ -111,6 +91,36 @@ class StandaloneCluster:
                 return
             time.sleep(1)
         raise RuntimeError(f"standalone cluster not up within {timeout}s; see {self.home}/*.log")
+
+    def start_worker(self, i: int) -> subprocess.Popen:
+        """Worker `i`, on its own loopback address: Spark sees one host per worker, as it must for a
+        speculative attempt (never launched on the host of the attempt it duplicates)."""
+        work = self.home / f"worker-{i}"
+        work.mkdir(exist_ok=True)
+        host = f"127.0.0.{i + 1}"
+        return self._start(
+            f"worker-{i}",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            host,
+            "--cores",
+            str(self.cores_per_worker),
+            "--memory",
+            self.memory_per_worker,
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(work),
+            self.master_url,
+            host=host,
+        )
+
+    def kill_worker(self, proc: subprocess.Popen) -> None:
+        """SIGKILL a worker and everything it launched (its executors and their Python workers)."""
+        for p in descendants(proc.pid):
+            signal_all([p.pid], signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
     def status(self) -> dict:
         try:
