@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -32,7 +34,7 @@ from tests.chaos.cluster import StandaloneCluster
 PARTITIONS = 8
 
 
-def _produce(bootstrap: str, topic: str, keys: range, per_key: int = 1) -> None:
+def _produce(bootstrap: str, topic: str, keys: Sequence[int], per_key: int = 1) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "enable.idempotence": True})
     for _ in range(per_key):
         for k in keys:
@@ -133,11 +135,21 @@ def main() -> None:
         if name == "back":
             cluster.start_worker(1)
             time.sleep(15)  # registered, and an executor launched on it
-        _produce(args.bootstrap, source, range(0, args.keys, max(args.keys // n, 1)))
+        _produce(args.bootstrap, source, random.Random(name).sample(range(args.keys), n))
         phase["name"] = name
         run_until_caught_up(args.per_batch)
     spark.stop()
     cluster.down()
+    # What a read_committed consumer sees: every input record's count once, each key's counts 1, 2, ...
+    sent = args.keys + 2 * steady
+    records, hanging = testing.read_topic(
+        args.bootstrap, output, marker=testing.write_markers(args.bootstrap, output)
+    )
+    counts: dict[bytes, list[int]] = defaultdict(list)
+    for r in records:
+        counts[r.key].append(int(r.value))
+    wrong = sum(1 for seq in counts.values() if seq != list(range(1, len(seq) + 1)))
+    verdict = {"sent": sent, "read": len(records), "hanging": hanging, "keys_with_wrong_counts": wrong}
 
     placed = {
         (r["batch"], r["partition"]): r["executor"] for r in map(json.loads, where.read_text().splitlines())
@@ -163,7 +175,11 @@ def main() -> None:
             "from_snapshot": sum(r["from_snapshot"] for r in mine),
             "executors": dict(Counter(placed.get((r["batch"], r["partition"])) for r in mine)),
         }
-    print(json.dumps({"keys": args.keys, "snapshots": args.snapshots, "phases": report}, indent=2))
+    print(
+        json.dumps(
+            {"keys": args.keys, "snapshots": args.snapshots, "phases": report, "output": verdict}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -174,6 +174,14 @@ class PartitionState:
             # beyond what the changelog holds.
             log.warning("local store is ahead of its changelog: wiping", store=name, local=start, end=high)
             start = self._rebuild(name, store, low, high)
+        elif high - start > 1 and self.snapshot_locations[name] is not None:
+            # A store behind its changelog (its partition ran elsewhere since): a newer snapshot saves
+            # reading the records between.
+            installed = self._install_snapshot(name, store, low, high, above=start)
+            if installed is not None:
+                start = installed
+            elif store.local_offset() is None:  # one failed to install and wiped the store
+                start = low
         if high - start == 1 and self._only_a_marker(name, start):
             start = high  # 4b has nothing to read
         store.changelog_id = self._topic_ids[name]
@@ -194,16 +202,27 @@ class PartitionState:
         """Wipe the store, then put its newest usable snapshot in place; the changelog offset the
         store now reflects (`low`: none was usable, restore the whole changelog)."""
         store.wipe()
+        installed = self._install_snapshot(name, store, low, high)
+        return low if installed is None else installed
+
+    def _install_snapshot(
+        self, name: str, store: PartitionStore, low: int, high: int, above: int | None = None
+    ) -> int | None:
+        """Put the store's newest usable snapshot (one past offset `above`, where given: a store that
+        is behind keeps its data otherwise) in place of its data; the offset it reflects, or None: none
+        was, or one failed to install, which leaves the store wiped."""
         location = self.snapshot_locations[name]
         if location is None:
-            return low
+            return None
         log = self.scope.log
         try:
             snapshots = _snapshot.listed(location)
         except OSError as exc:
-            log.warning("snapshots not listed: restoring the changelog whole", store=name, error=str(exc))
-            return low
+            log.warning("snapshots not listed: restoring from the changelog", store=name, error=str(exc))
+            return None
         for snapshot in snapshots:
+            if above is not None and snapshot.offset <= above + 1:
+                return None  # the store reads no more from the changelog than from this one
             reason = self._unusable(name, store, snapshot, low, high)
             if reason is not None:
                 log.info("snapshot not used", store=name, snapshot=snapshot.data_path, reason=reason)
@@ -226,18 +245,19 @@ class PartitionState:
                     error=f"{type(exc).__name__}: {exc}",
                 )
                 store.wipe()
-                return low
+                return None
             log.info(
                 "store restored from snapshot",
                 store=name,
                 snapshot=snapshot.data_path,
                 offset=snapshot.offset,
+                local=above,
                 changelog_end=high,
             )
             self.from_snapshot += 1
             _mark(store, snapshot.offset, snapshot.taken_at)
             return snapshot.offset
-        return low
+        return None
 
     def _unusable(
         self, name: str, store: PartitionStore, snapshot: _snapshot.Snapshot, low: int, high: int

@@ -9,6 +9,7 @@ import json
 import shutil
 import time
 
+import attrs
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -137,6 +138,42 @@ def test_a_lost_store_restores_from_its_snapshot_and_the_changelog_tail(
         state.close()
     warnings = [r.getMessage() for r in caplog.records if "snapshot cannot be read" in r.getMessage()]
     assert warnings and "SHA-256" in warnings[0], warnings
+
+
+def test_a_store_left_behind_on_a_host_takes_a_newer_snapshot_over_the_records_between(
+    bootstrap, names, tmp_path
+):
+    """Host A's store stays at an old offset while its partition runs on host B, which snapshots it
+    later; back on A, the store is replaced by B's newer snapshot and reads only what came after it,
+    not every record since A's offset."""
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    base = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_snapshot_location=str(tmp_path / "snapshots"),
+        state_snapshot_interval_ms=1,
+    )
+    host_a = attrs.evolve(base, state_dir=str(tmp_path / "a"))
+    host_b = attrs.evolve(base, state_dir=str(tmp_path / "b"))
+    changelog = ensure_changelog(base, source, "big").name
+    _write(bootstrap, changelog, [(i, i) for i in range(2_000)], 0)
+    _open(host_a, source, 2_000).close()  # A at the changelog's end then
+    _write(bootstrap, changelog, [(i, -i) for i in range(1_500)], 2_000)  # B's batches
+    state = _open(host_b, source, 3_500)
+    state.snapshot_if_due(3_500)
+    state.close()
+    _write(bootstrap, changelog, [(i, 7) for i in range(100)], 3_500)  # after B's snapshot
+    state = _open(host_a, source, 3_600)
+    try:
+        assert state.from_snapshot == 1
+        assert state.restored <= 101, state.restored  # not the 1,600 since A's offset
+        expected = {f"key{i}": 7 if i < 100 else -i if i < 1_500 else i for i in range(2_000)}
+        assert _contents(state) == expected
+    finally:
+        state.close()
 
 
 def test_a_snapshot_of_a_deleted_and_recreated_changelog_is_not_used(bootstrap, names, tmp_path, caplog):
