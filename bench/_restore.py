@@ -11,14 +11,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 import attrs
-from confluent_kafka import Producer
 
 import eos
 from bench import bench_report as report
 from bench._common import log
 from bench._kafka import delete_topic
 from eos import testing
-from eos._names import INPUT_OFFSET_HEADER
+from tests.support.changelogs import write_changelog
 
 if TYPE_CHECKING:
     from bench._rows import Bench
@@ -27,25 +26,9 @@ if TYPE_CHECKING:
 def fill_changelog(
     bootstrap: str, changelog: str, keys: list[int], first_input: int = 0, value: bytes = b""
 ) -> None:
-    """`keys` into partition 0 of `changelog` as eos writes a store's records (input offset headers), in
-    transactions of 50,000."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
-    )
-    producer.init_transactions(30)
-    for start in range(0, len(keys), 50_000):
-        producer.begin_transaction()
-        for n, i in enumerate(keys[start : start + 50_000], start=first_input + start):
-            while True:
-                try:
-                    producer.produce(
-                        changelog, value + b"%d" % i, b"key%d" % i, partition=0,
-                        headers=[(INPUT_OFFSET_HEADER, b"%d" % n)],
-                    )  # fmt: skip
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        producer.commit_transaction(60)
+    """`keys` into partition 0 of `changelog` as eos writes a store's records, `value` + the key's number
+    the value."""
+    write_changelog(bootstrap, changelog, ((b"key%d" % i, value + b"%d" % i) for i in keys), first_input)
 
 
 def _state(config, source: str):

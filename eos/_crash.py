@@ -23,7 +23,8 @@ POINTS = (
     "after_produce",  # F2: after 7b, outputs flushed, offsets not yet sent
     "after_send_offsets",  # F3: after 7c, offsets in the transaction, not committed
     "after_commit",  # F4: after 7d, before 7e: committed, local state not yet applied
-    "during_restore",  # F6: in 4b, a state store half restored from its changelog
+    "during_restore",  # F6: in 4b, a state store half restored from its changelog, or its snapshot
+    # downloaded and the store wiped, not yet in place
 )
 #: the points of `eos dlq replay --execute` (not a task's: `make chaos` does not arm them): before its
 #: producer fences earlier runs, after a chunk's offsets are in its transaction, after it committed

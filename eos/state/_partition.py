@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from eos import _names
+from eos import _crash, _names
 from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
 from eos.state import _snapshot
@@ -231,6 +231,7 @@ class PartitionState:
                 with tempfile.TemporaryDirectory(dir=store.directory) as work:
                     data = Path(work) / "snapshot"
                     _snapshot.download(location, snapshot, data)
+                    _crash.point("during_restore")  # F6 where a snapshot stands in for the changelog
                     store.replace_with(data)
                 reflects = store.local_offset()
                 if reflects != snapshot.offset:

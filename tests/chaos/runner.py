@@ -242,7 +242,7 @@ class Chaos:
         """`pipeline`: "stateless" (pass-through), "stateful" (a running count per key) through
         `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`."""
         started = time.monotonic()
-        stateful = pipeline in ("stateful", "format")
+        stateful = pipeline in ("stateful", "format", "snapshots")
         aggregate = pipeline == "aggregate"
         name = f"{guarantee}-{pipeline}"
         run_dir = self.home / name
@@ -283,6 +283,9 @@ class Chaos:
                 "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYTHONFAULTHANDLER": "1",
             }
+            if pipeline == "snapshots":  # the stateful pipeline, every store snapshotted after every batch
+                env["EOS_STATE_SNAPSHOT_LOCATION"] = str(run_dir / "snapshots")
+                env["EOS_STATE_SNAPSHOT_INTERVAL_MS"] = "1"
             argv = [
                 sys.executable,
                 *("-m", PIPELINE),

@@ -15,33 +15,14 @@ from eos import testing
 from eos._core._scope import PartitionScope
 from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
-from eos._names import INPUT_OFFSET_HEADER
 from eos.state._partition import PartitionState
+from tests.support.changelogs import write_changelog
 
 KEYS = 100_000
 
 
 def _fill_changelog(bootstrap: str, changelog: str) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
-    )
-    producer.init_transactions(30)
-    for start in range(0, KEYS, 20_000):
-        producer.begin_transaction()
-        for i in range(start, start + 20_000):
-            while True:
-                try:
-                    producer.produce(
-                        changelog,
-                        json.dumps(i).encode(),
-                        f"key{i}".encode(),
-                        partition=0,
-                        headers=[(INPUT_OFFSET_HEADER, str(i).encode())],
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        producer.commit_transaction(60)
+    write_changelog(bootstrap, changelog, ((f"key{i}".encode(), json.dumps(i).encode()) for i in range(KEYS)))
 
 
 def _open(config, source) -> tuple[PartitionState, float]:

@@ -11,7 +11,6 @@ import time
 
 import attrs
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 import eos
@@ -20,36 +19,31 @@ from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
 from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
-from eos._names import INPUT_OFFSET_HEADER
 from eos.state import _snapshot
 from eos.state._partition import PartitionState
+from tests.support.changelogs import write_changelog
 
 KEYS = 20_000
 TAIL = 500
 
 
 def _write(bootstrap: str, changelog: str, records: list[tuple[int, int | None]], first_input: int) -> None:
-    """Records (key number, value or None: a tombstone) into the changelog in one transaction, each with
-    the input offset it came from."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": f"{changelog}-filler", "linger.ms": 20}
+    """Records (key number, value or None: a tombstone) into the changelog in one transaction."""
+    encoded = [(f"key{k}".encode(), None if v is None else json.dumps(v).encode()) for k, v in records]
+    write_changelog(bootstrap, changelog, encoded, first_input)
+
+
+def _config(bootstrap: str, app: str, source: str, location: str, **settings) -> eos.Config:
+    """exactly_once, snapshots after every batch into `location`."""
+    return eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app,
+        output_topic=source,
+        processing_guarantee="exactly_once",
+        state_snapshot_location=location,
+        state_snapshot_interval_ms=1,
+        **settings,
     )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i, (key, value) in enumerate(records):
-        while True:
-            try:
-                producer.produce(
-                    changelog,
-                    None if value is None else json.dumps(value).encode(),
-                    f"key{key}".encode(),
-                    partition=0,
-                    headers=[(INPUT_OFFSET_HEADER, str(first_input + i).encode())],
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
-    producer.commit_transaction(60)
 
 
 def _open(config, source, committed: int) -> PartitionState:
@@ -72,15 +66,13 @@ def test_a_lost_store_restores_from_its_snapshot_and_the_changelog_tail(
 
     source = names("in")
     testing.create_topic(bootstrap, source, 1)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=source,
-        processing_guarantee="exactly_once",
+    config = _config(
+        bootstrap,
+        names("app"),
+        source,
+        f"file://{tmp_path / 'snapshots'}",
         state_dir=str(tmp_path / "state"),
         state_store=backend,
-        state_snapshot_location=f"file://{tmp_path / 'snapshots'}",
-        state_snapshot_interval_ms=1,
     )
     changelog = ensure_changelog(config, source, "big").name
     _write(bootstrap, changelog, [(i, i) for i in range(KEYS)], 0)
@@ -148,14 +140,7 @@ def test_a_store_left_behind_on_a_host_takes_a_newer_snapshot_over_the_records_b
     not every record since A's offset."""
     source = names("in")
     testing.create_topic(bootstrap, source, 1)
-    base = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=source,
-        processing_guarantee="exactly_once",
-        state_snapshot_location=str(tmp_path / "snapshots"),
-        state_snapshot_interval_ms=1,
-    )
+    base = _config(bootstrap, names("app"), source, str(tmp_path / "snapshots"))
     host_a = attrs.evolve(base, state_dir=str(tmp_path / "a"))
     host_b = attrs.evolve(base, state_dir=str(tmp_path / "b"))
     changelog = ensure_changelog(base, source, "big").name
@@ -181,14 +166,8 @@ def test_a_snapshot_of_a_deleted_and_recreated_changelog_is_not_used(bootstrap, 
 
     source = names("in")
     testing.create_topic(bootstrap, source, 1)
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=source,
-        processing_guarantee="exactly_once",
-        state_dir=str(tmp_path / "state"),
-        state_snapshot_location=str(tmp_path / "snapshots"),
-        state_snapshot_interval_ms=1,
+    config = _config(
+        bootstrap, names("app"), source, str(tmp_path / "snapshots"), state_dir=str(tmp_path / "state")
     )
     changelog = ensure_changelog(config, source, "big").name
     _write(bootstrap, changelog, [(i, i) for i in range(1_000)], 0)
@@ -231,15 +210,7 @@ def test_operators_list_take_and_restore_snapshots_with_the_cli(bootstrap, names
     testing.create_topic(bootstrap, source, 1)
     app = names("app")
     location = str(tmp_path / "snapshots")
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=app,
-        output_topic=source,
-        processing_guarantee="exactly_once",
-        state_dir=str(tmp_path / "state"),
-        state_snapshot_location=location,
-        state_snapshot_interval_ms=1,
-    )
+    config = _config(bootstrap, app, source, location, state_dir=str(tmp_path / "state"))
     changelog = ensure_changelog(config, source, "big").name
     _write(bootstrap, changelog, [(i, i) for i in range(1_000)], 0)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": app})  # the input offset eos committed
