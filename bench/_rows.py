@@ -312,23 +312,20 @@ class Bench:
     def row_eos_exactly_once_stateful_snapshots(self, out: str) -> dict:
         """Row 4 with each store snapshotted after every batch (a local directory): the most snapshots
         can cost (the default is one per store every 5 minutes)."""
-        return self._eos_row(
-            "eos_exactly_once_stateful_snapshots",
-            out,
-            "exactly_once",
-            stateful="rows",
-            state_snapshot_location=str(self.work / f"snapshots-{uuid.uuid4().hex[:6]}"),
-            state_snapshot_interval_ms=1,
-        )
+        return self._snapshots_row("eos_exactly_once_stateful_snapshots", out, "rows")
 
     def row_eos_exactly_once_stateful_batch_snapshots(self, out: str) -> dict:
         """Row 4b with each store snapshotted after every batch."""
+        return self._snapshots_row("eos_exactly_once_stateful_batch_snapshots", out, "batch")
+
+    def _snapshots_row(self, row: str, out: str, stateful: str) -> dict:
+        location = str(self.work / f"snapshots-{uuid.uuid4().hex[:6]}")
         return self._eos_row(
-            "eos_exactly_once_stateful_batch_snapshots",
+            row,
             out,
             "exactly_once",
-            stateful="batch",
-            state_snapshot_location=str(self.work / f"snapshots-{uuid.uuid4().hex[:6]}"),
+            stateful=stateful,
+            state_snapshot_location=location,
             state_snapshot_interval_ms=1,
         )
 
