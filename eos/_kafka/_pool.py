@@ -9,10 +9,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import tempfile
 import threading
 from pathlib import Path
 
+from eos._fs import private_directory
 from eos._kafka._clients import producer_settings
 from eos._kafka._producer import OutputProducer
 from eos.config import Config
@@ -96,12 +96,8 @@ def is_proven(transactional_id: str | None, stamp: str | None) -> bool:
 def _proven_file(transactional_id: str) -> Path | None:
     """Where this host keeps the stamp a transactional id was last seen to commit (a directory only
     this user can write: a stamp found there skips a read-back)."""
-    directory = Path(tempfile.gettempdir()) / f"eos-proven-{os.getuid()}"
-    try:
-        directory.mkdir(mode=0o700, exist_ok=True)
-        if directory.stat().st_uid != os.getuid() or directory.stat().st_mode & 0o077:
-            return None
-    except OSError:
+    directory = private_directory("eos-proven")
+    if directory is None:
         return None
     return directory / hashlib.sha256(transactional_id.encode()).hexdigest()[:32]
 

@@ -16,23 +16,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from eos._fs import filesystem, private_directory, write_whole
+
 LEDGER_DIR = "eos-ledger"
 #: Batches a ledger keeps by default (Spark keeps 100 batches of its own checkpoint metadata).
 RETAIN = 10_000
-
-
-def _filesystem(location: str):
-    from pyarrow import fs
-
-    if "://" not in location:
-        location = os.path.abspath(location)
-    return fs.FileSystem.from_uri(location)
 
 
 def location_of(checkpoint_location: str) -> str:
@@ -40,30 +33,27 @@ def location_of(checkpoint_location: str) -> str:
     return checkpoint_location.rstrip("/") + "/" + LEDGER_DIR
 
 
-def _read(filesystem, path: str) -> dict[str, Any] | None:
+def _read(files, path: str) -> dict[str, Any] | None:
     from pyarrow import fs
 
-    if filesystem.get_file_info(path).type != fs.FileType.File:
+    if files.get_file_info(path).type != fs.FileType.File:
         return None
-    with filesystem.open_input_stream(path) as f:
+    with files.open_input_stream(path) as f:
         return json.loads(f.read().decode())
 
 
 def append(location: str, batch_id: int, attempt: dict[str, Any], retain: int = RETAIN) -> None:
     """Add `attempt` to batch `batch_id`'s file, and drop the file `retain` batches older."""
-    filesystem, root = _filesystem(location)
-    filesystem.create_dir(root, recursive=True)
+    files, root = filesystem(location)
+    files.create_dir(root, recursive=True)
     path = f"{root}/{batch_id}.json"
-    entry = _read(filesystem, path) or {"batch_id": batch_id, "attempts": []}
+    entry = _read(files, path) or {"batch_id": batch_id, "attempts": []}
     entry["attempts"].append(attempt)
-    temporary = f"{root}/.{batch_id}.{uuid.uuid4().hex}.tmp"
-    with filesystem.open_output_stream(temporary) as f:
-        f.write(json.dumps(entry, sort_keys=True).encode())
-    filesystem.move(temporary, path)
+    write_whole(files, path, lambda out: out.write(json.dumps(entry, sort_keys=True).encode()))
     old = f"{root}/{batch_id - retain}.json"
     if batch_id >= retain:
         try:
-            filesystem.delete_file(old)
+            files.delete_file(old)
         except (FileNotFoundError, OSError):
             pass
 
@@ -72,11 +62,11 @@ def batch_ids(location: str) -> list[int]:
     """The batches a ledger holds, in order."""
     from pyarrow import fs
 
-    filesystem, root = _filesystem(location)
-    if filesystem.get_file_info(root).type != fs.FileType.Directory:
+    files, root = filesystem(location)
+    if files.get_file_info(root).type != fs.FileType.Directory:
         raise FileNotFoundError(f"no eos ledger at {location}")
     ids = []
-    for info in filesystem.get_file_info(fs.FileSelector(root)):
+    for info in files.get_file_info(fs.FileSelector(root)):
         stem, dot, suffix = info.base_name.partition(".")
         if dot and suffix == "json" and stem.isdigit():
             ids.append(int(stem))
@@ -85,32 +75,15 @@ def batch_ids(location: str) -> list[int]:
 
 def read_batches(location: str, ids: list[int]) -> Iterator[dict[str, Any]]:
     """The ledger entries of `ids`, one at a time (a ledger may hold thousands)."""
-    filesystem, root = _filesystem(location)
+    files, root = filesystem(location)
     for batch_id in ids:
-        entry = _read(filesystem, f"{root}/{batch_id}.json")
+        entry = _read(files, f"{root}/{batch_id}.json")
         if entry is not None:
             yield entry
 
 
-def _pointers() -> Path | None:
-    """The directory where this host keeps, per `format("eos")` query, its ledger's location: one only
-    this user can read and write (a ledger URI may carry keys, and a pointer decides what a listener
-    reads), else None."""
-    import tempfile
-
-    directory = Path(tempfile.gettempdir()) / f"eos-queries-{os.getuid()}"
-    try:
-        directory.mkdir(mode=0o700, exist_ok=True)
-        info = directory.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-            return None
-    except OSError:
-        return None
-    return directory
-
-
 def _pointer(query_id: str) -> Path | None:
-    directory = _pointers()
+    directory = private_directory("eos-queries")
     if directory is None or not re.fullmatch(r"[0-9A-Za-z-]{1,64}", query_id):
         return None
     return directory / query_id
@@ -185,5 +158,5 @@ def _sweep(directory: Path) -> None:
 
 def read_batch(location: str, batch_id: int) -> dict[str, Any] | None:
     """The ledger entry of batch `batch_id`, or None where the ledger has none."""
-    filesystem, root = _filesystem(location)
-    return _read(filesystem, f"{root}/{batch_id}.json")
+    files, root = filesystem(location)
+    return _read(files, f"{root}/{batch_id}.json")

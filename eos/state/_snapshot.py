@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from eos._fs import filesystem, write_whole
 from eos.config import Config
 
 SUFFIX = ".snapshot"
@@ -63,14 +62,6 @@ class Snapshot:
         return attrs.asdict(self, filter=lambda a, _: a.name != "path")
 
 
-def _filesystem(location: str):
-    from pyarrow import fs
-
-    if "://" not in location:
-        location = os.path.abspath(location)
-    return fs.FileSystem.from_uri(location)
-
-
 def store_location(config: Config, topic: str, partition: int, store: str) -> str | None:
     """Where the snapshots of one store go (None: snapshots are off)."""
     if not config.state_snapshot_location or not config.state_snapshot_interval_ms:
@@ -83,15 +74,15 @@ def app_snapshots(location: str, app_id: str) -> Iterator[tuple[str, int, str, S
     topic, partition and store, each store's newest first."""
     from pyarrow import fs
 
-    filesystem, root = _filesystem(location)
+    files, root = filesystem(location)
     base = f"{root.rstrip('/')}/{app_id}"
-    if filesystem.get_file_info(base).type != fs.FileType.Directory:
+    if files.get_file_info(base).type != fs.FileType.Directory:
         return
-    for tp in sorted(filesystem.get_file_info(fs.FileSelector(base)), key=lambda i: i.base_name):
+    for tp in sorted(files.get_file_info(fs.FileSelector(base)), key=lambda i: i.base_name):
         topic, dash, partition = tp.base_name.rpartition("-")
         if tp.type != fs.FileType.Directory or not dash or not partition.isdigit():
             continue
-        for store in sorted(filesystem.get_file_info(fs.FileSelector(tp.path)), key=lambda i: i.base_name):
+        for store in sorted(files.get_file_info(fs.FileSelector(tp.path)), key=lambda i: i.base_name):
             if store.type == fs.FileType.Directory:
                 for snapshot in listed(f"{location.rstrip('/')}/{app_id}/{tp.base_name}/{store.base_name}"):
                     yield topic, int(partition), store.base_name, snapshot
@@ -108,18 +99,15 @@ def _sha256(path: Path) -> str:
 def upload(location: str, data: Path, snapshot: Snapshot, keep: int) -> Snapshot:
     """Store `data` and its manifest under `location`, then delete the snapshots beyond the newest
     `keep`; the snapshot with its path."""
-    filesystem, root = _filesystem(location)
-    filesystem.create_dir(root, recursive=True)
+    files, root = filesystem(location)
+    files.create_dir(root, recursive=True)
     stem = f"{root}/{snapshot.offset:020d}"
-    for target, write in ((stem + SUFFIX, _copy_from(data)), (stem + MANIFEST, _text(snapshot))):
-        temporary = f"{root}/.{uuid.uuid4().hex}.tmp"
-        with filesystem.open_output_stream(temporary) as out:
-            write(out)
-        filesystem.move(temporary, target)
+    write_whole(files, stem + SUFFIX, _copy_from(data))
+    write_whole(files, stem + MANIFEST, _text(snapshot))
     for old in listed(location)[keep:]:
         for path in (old.path, old.data_path):  # the manifest first: a snapshot without one is gone
             try:
-                filesystem.delete_file(path)
+                files.delete_file(path)
             except (FileNotFoundError, OSError):
                 pass
     return attrs.evolve(snapshot, path=stem + MANIFEST)
@@ -143,15 +131,15 @@ def listed(location: str) -> list[Snapshot]:
     is left out."""
     from pyarrow import fs
 
-    filesystem, root = _filesystem(location)
-    if filesystem.get_file_info(root).type != fs.FileType.Directory:
+    files, root = filesystem(location)
+    if files.get_file_info(root).type != fs.FileType.Directory:
         return []
     found = []
-    for info in filesystem.get_file_info(fs.FileSelector(root)):
+    for info in files.get_file_info(fs.FileSelector(root)):
         if not (info.base_name.endswith(MANIFEST) and info.base_name[: -len(MANIFEST)].isdigit()):
             continue
         try:
-            with filesystem.open_input_stream(info.path) as f:
+            with files.open_input_stream(info.path) as f:
                 fields = json.loads(f.read().decode())
             found.append(Snapshot(**fields, path=info.path))
         except (OSError, ValueError, TypeError):
@@ -162,10 +150,10 @@ def listed(location: str) -> list[Snapshot]:
 def download(location: str, snapshot: Snapshot, target: Path) -> None:
     """The snapshot's data into file `target`, checked against its manifest's size and SHA-256
     (ValueError where it differs)."""
-    filesystem, _ = _filesystem(location)
+    files, _ = filesystem(location)
     digest = hashlib.sha256()
     size = 0
-    with filesystem.open_input_stream(snapshot.data_path) as f, open(target, "wb") as out:
+    with files.open_input_stream(snapshot.data_path) as f, open(target, "wb") as out:
         for chunk in _chunks(f):
             digest.update(chunk)
             size += len(chunk)

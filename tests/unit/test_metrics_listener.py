@@ -82,12 +82,13 @@ def test_a_querys_ledger_is_announced_to_the_users_processes_only(tmp_path, monk
     import stat
     import tempfile
 
+    from eos._fs import private_directory
     from eos._spark import _ledger
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert _ledger.announced("q1") is None
     _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
-    pointers = _ledger._pointers()
+    pointers = private_directory("eos-queries")
     written = (pointers / "q1").stat()
     _ledger.announce("q1", "s3://bucket/ckpt/eos-ledger")
     assert (pointers / "q1").stat().st_ino == written.st_ino, "the same location is not written again"
