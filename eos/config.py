@@ -131,8 +131,14 @@ def _port(value: Any) -> int | None:
         port = int(value.strip()) if isinstance(value, str) else value
     except ValueError:
         raise ConfigError("metrics_port", f"{value!r} is not a port number") from None
+    return port_number(port, "metrics_port", shown=value)
+
+
+def port_number(port: Any, field: str, shown: Any = None) -> int:
+    """`port` if it is a port number (0-65535), else ConfigError naming `field` (and `shown`: what the
+    user wrote, where `port` was parsed from it)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError("metrics_port", f"{value!r} is not a port number (0-65535)")
+        raise ConfigError(field, f"{port if shown is None else shown!r} is not a port number (0-65535)")
     return port
 
 

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from eos._core._stats import COUNTS, STEPS, BatchSummary
 from eos._log import get_logger
 from eos._spark import _ledger, _metrics
-from eos.config import Config
+from eos.config import Config, port_number
 from eos.errors import ConfigError
 
 OnProgress = Callable[[Any, BatchSummary], None]
@@ -101,16 +101,10 @@ def figures_of(config: Config):
     return accumulator
 
 
-def _checked_port(port: Any, field: str) -> int:
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError(field, f"{port!r} is not a port number (0-65535)")
-    return port
-
-
 def listen(session, port: int) -> MetricsListener:
     """The MetricsListener serving `port` (`metrics_port`) for `session`, added to it on the first call
     (a port that cannot be served fails here, and a later call tries again)."""
-    key = (id(session), _checked_port(port, "metrics_port"))
+    key = (id(session), port_number(port, "metrics_port"))
     with _lock:
         listener = _listening.get(key)
     if listener is None:
@@ -150,7 +144,7 @@ class MetricsListener(StreamingQueryListener):
     Queries of `foreachBatch(eos.sink(config))` are left to the sink (its `metrics_port`, `on_batch`)."""
 
     def __init__(self, port: int = 0, on_progress: OnProgress | None = None, *, field: str = "port") -> None:
-        self.port = _checked_port(port, field)
+        self.port = port_number(port, field)
         self.on_progress = on_progress
         self._field = field
         _metrics.enable(self.port, field)
