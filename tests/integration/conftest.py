@@ -309,9 +309,26 @@ def seed(bootstrap, names, per_partition, partitions=4):
     return source, output, testing.produce_sequence(bootstrap, source, partitions, per_partition)
 
 
-def grant_pipeline(local: LocalBroker, principal: str, source: str, output: str, app: str) -> None:
+def seed_for(local: LocalBroker, names, principal: str, per_partition: int, app_prefix: str, partitions=2):
+    """Topics seeded over PLAINTEXT and the ACLs `principal` needs for a pipeline on them (the local
+    broker enforces them): (source, output, app id, sent)."""
+    source, output, sent = seed(local.bootstrap_servers, names, per_partition, partitions)
+    app = names(app_prefix)
+    grant_pipeline(local, principal, source, output, app)
+    return source, output, app, sent
+
+
+def grant_pipeline(
+    local: LocalBroker,
+    principal: str,
+    source: str,
+    output: str,
+    app: str,
+    output_operations: tuple[str, ...] = ("ALL",),
+) -> None:
     """The ACLs a pipeline's principal needs on the local broker (which enforces them): its topics, its
-    app's changelogs, groups and transactional ids, Spark's source groups, idempotent writes."""
+    app's changelogs, groups and transactional ids, Spark's source groups, idempotent writes.
+    `output_operations`: what it may do with the output topic (AclOperation names)."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -326,7 +343,7 @@ def grant_pipeline(local: LocalBroker, principal: str, source: str, output: str,
 
     acls = [
         allow(ResourceType.TOPIC, source, AclOperation.ALL),
-        allow(ResourceType.TOPIC, output, AclOperation.ALL),
+        *(allow(ResourceType.TOPIC, output, AclOperation[op]) for op in output_operations),
         allow(ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
         allow(ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
         allow(ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED),

@@ -8,7 +8,7 @@ client's OAuth options as a Spark query writes them."""
 from __future__ import annotations
 
 import pytest
-from conftest import OAUTH_CLIENT, OAUTH_SECRET, event_log_conf, finish, grant_pipeline, seed, start_pipeline
+from conftest import OAUTH_CLIENT, OAUTH_SECRET, event_log_conf, finish, seed_for, start_pipeline
 
 import eos
 from eos import testing
@@ -23,10 +23,7 @@ def oauth(broker, names):
     local = broker.require_local()
     if broker.oidc is None or local.oauth_port is None:
         pytest.skip("needs the local broker's OAUTHBEARER listener")
-    source, output, sent = seed(local.bootstrap_servers, names, 300, PARTITIONS)
-    app = names("oa-app")
-    principal = f"User:{OAUTH_CLIENT}"
-    grant_pipeline(local, principal, source, output, app)
+    source, output, app, sent = seed_for(local, names, f"User:{OAUTH_CLIENT}", 300, "oa-app", PARTITIONS)
     return local, broker.oidc, source, output, app, sent
 
 

@@ -6,15 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
-from conftest import event_log_conf, finish, group_offsets, start_pipeline
+from conftest import event_log_conf, finish, grant_pipeline, group_offsets, start_pipeline
 
 import eos
 from eos import testing
@@ -30,30 +22,9 @@ def secured(broker, names):
     testing.create_topic(local.bootstrap_servers, output, 2)
     sent = testing.produce_sequence(local.bootstrap_servers, source, 2, 500)
     app = names("sec-app")
-
-    def allow(user, rtype, name, op, pattern=ResourcePatternType.LITERAL):
-        return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, AclPermissionType.ALLOW)
-
-    acls = []
-    for user in ("alice", "bob"):
-        acls += [
-            allow(user, ResourceType.TOPIC, source, AclOperation.ALL),
-            allow(
-                user, ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED
-            ),  # changelogs
-            allow(user, ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-            allow(
-                user, ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED
-            ),
-            allow(user, ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
-            allow(user, ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
-            allow(user, ResourceType.TOPIC, output, AclOperation.DESCRIBE),
-            allow(user, ResourceType.TOPIC, output, AclOperation.READ),
-        ]
-    acls.append(allow("alice", ResourceType.TOPIC, output, AclOperation.WRITE))
-    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
-    for future in admin.create_acls(acls).values():
-        future.result(30)
+    reads = ("DESCRIBE", "READ")
+    grant_pipeline(local, "User:alice", source, output, app, output_operations=(*reads, "WRITE"))
+    grant_pipeline(local, "User:bob", source, output, app, output_operations=reads)
     return local, source, output, app, sent
 
 

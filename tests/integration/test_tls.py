@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import TLS_KEYSTORE_PASSWORD, event_log_conf, finish, grant_pipeline, seed, start_pipeline
+from conftest import TLS_KEYSTORE_PASSWORD, event_log_conf, finish, seed_for, start_pipeline
 
 import eos
 from eos import testing
@@ -22,10 +22,8 @@ def mtls(broker, names):
     local = broker.require_local()
     if broker.certificates is None or local.ssl_port is None:
         pytest.skip("needs the local broker's SSL listener")
-    source, output, sent = seed(local.bootstrap_servers, names, 200, PARTITIONS)
-    app = names("tls-app")
     principal = broker.certificates.client_principal
-    grant_pipeline(local, principal, source, output, app)
+    source, output, app, sent = seed_for(local, names, principal, 200, "tls-app", PARTITIONS)
     return local, broker.certificates, source, output, app, sent
 
 
