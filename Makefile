@@ -22,13 +22,15 @@ BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
 # Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
 PYSPARK_VERSION := $(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
+# The tests' Schema Registry: Apicurio Registry, built from Maven Central (docker/maven/registry-pom.xml).
+REGISTRY_STAMP := $(EOS_CACHE)/registry/.built
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
 .PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos \
   matrix dist clean docs
 
-setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP)
+setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP)
 
 # Exact versions from constraints.txt (pyproject.toml declares the ranges users get).
 $(PY_STAMP): pyproject.toml constraints.txt
@@ -53,6 +55,17 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	  rm -rf "$$dir" && set -o pipefail && \
 	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+
+# Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).
+$(REGISTRY_STAMP): docker/maven/registry-pom.xml docker/maven/registry-settings.xml
+	@echo "== Apicurio Registry (the tests' Schema Registry) via Maven (~/.m2, ~230 MB the first time) into $(EOS_CACHE)/registry"
+	rm -rf $(EOS_CACHE)/registry && mkdir -p $(EOS_CACHE)/registry
+	cp docker/maven/registry-pom.xml $(EOS_CACHE)/registry/pom.xml
+	@set -o pipefail; mvn -B -Dstyle.color=never -s docker/maven/registry-settings.xml $(MVN_ARGS) \
+	  -f $(EOS_CACHE)/registry/pom.xml package '-D%prod.quarkus.package.type=fast-jar' \
+	  -Dquarkus.class-loading.removed-artifacts=io.apicurio:apicurio-registry-app | $(MVN_SHOW)
+	test -f $(EOS_CACHE)/registry/target/quarkus-app/quarkus-run.jar
+	touch $@
 
 broker-up: setup
 	$(BIN)/python -m tests.support.localbroker up

@@ -23,6 +23,7 @@ import pytest
 from eos import testing
 from eos.session import free_port
 from tests.support import jvm, tls
+from tests.support.apicurio import Apicurio
 from tests.support.localbroker import LocalBroker
 from tests.support.oidc import OidcProvider
 from tests.support.processes import DriverProcess
@@ -123,6 +124,15 @@ def pytest_runtest_makereport(item, call):
     if report.failed and call.excinfo is not None and _ON_SPARK_41 and SPARK_55271 in str(report.longrepr):
         report.outcome = "skipped"
         report.wasxfail = f"SPARK-55271 (Spark {pyspark.__version__}'s Kafka source), not eos"
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Apicurio]:
+    """A real Schema Registry (Apicurio, built by `make setup`), one per session; tests use their own
+    subjects."""
+    registry = Apicurio(tmp_path_factory.mktemp("registry") / "registry.log").start()
+    yield registry
+    registry.stop()
 
 
 @pytest.fixture(scope="session")
