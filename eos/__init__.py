@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from eos._core._job import Commit
 from eos._core._stats import BatchSummary
 from eos._log import Formatter as LogFormatter
+from eos._spark._decode import from_confluent_avro, from_confluent_json, from_confluent_protobuf
 from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
 from eos._version import __version__ as __version__
@@ -20,6 +21,7 @@ from eos.errors import (
     ChangelogError,
     ConfigError,
     DeliveryFailedError,
+    DeserializationError,
     EosError,
     FatalError,
     FencedError,
@@ -65,6 +67,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "DeliveryFailedError",
+    "DeserializationError",
     "EosError",
     "FatalError",
     "FencedError",
@@ -99,6 +102,9 @@ __all__ = [
     "TransactionTimeoutError",
     "foreach_writer",
     "read_stream",
+    "from_confluent_avro",
+    "from_confluent_json",
+    "from_confluent_protobuf",
     "register",
     "sink",
     "spark_session",

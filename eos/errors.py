@@ -200,6 +200,20 @@ class SerializationError(RecordError):
         super().__init__(message, topic=topic, partition=partition, offset=offset)
 
 
+class DeserializationError(RecordError):
+    """An input record's bytes cannot be read with its Schema Registry schema: not Confluent-framed, a
+    schema id the registry does not have, a corrupt body, a writer schema the reader's cannot resolve
+    (a bad record: on_error="dead_letter" routes it). `topic`/`partition`/`offset` name it where the
+    query has them (None otherwise)."""
+
+    poison = True
+
+    def __init__(self, message: str, *, topic: str | None, partition: int | None, offset: int | None) -> None:
+        super().__init__(message, topic=topic, partition=partition, offset=offset)  # type: ignore[arg-type]
+        where = f"input record {topic}/{partition}@{offset}" if topic is not None else "no input coordinates"
+        self.args = (f"{message} ({where})",)
+
+
 class SchemaRegistryError(EosError):
     """The Schema Registry refused a schema or a lookup, or could not be reached within
     operation_timeout_ms. `status` / `error_code`: the registry's HTTP status and error code (None when

@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -83,11 +83,7 @@ class FieldSpec:
 
     def message_class(self) -> Any:
         """Protobuf: the generated message class the schema names."""
-        module, _, name = self.schema.rpartition(".")
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"{self.field}_schema", f"cannot import {self.schema!r}: {exc}") from None
+        return message_class(self.schema, f"{self.field}_schema")
 
     def record_name(self) -> str | None:
         """The name the "record" strategies use: as confluent-kafka's serializers derive it."""
@@ -129,6 +125,15 @@ class FieldSpec:
         return _library().Schema(text, _TYPES[self.kind])
 
 
+def message_class(path: str, setting: str) -> Any:
+    """The generated protobuf message class at import path `path` (ConfigError naming `setting`)."""
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(setting, f"cannot import {path!r}: {exc}") from None
+
+
 def _strategy(name: str) -> Callable[[Any, str | None], str]:
     """confluent-kafka's subject name strategy of a `*_subject_name_strategy` setting."""
     sr = _library()
@@ -160,14 +165,19 @@ def _settings(config: Config) -> tuple:
 
 
 def _client(config: Config) -> Any:
+    """The process's registry client for the config's settings."""
+    return client_of(config.schema_registry)
+
+
+def client_of(settings: Mapping[str, Any]) -> Any:
     """The process's registry client for these settings (its caches are what spares later calls)."""
-    key = _settings(config)
+    key = tuple(sorted((k, str(v)) for k, v in settings.items()))
     with _lock:
         client = _clients.get(key)
         if client is None:
             try:
                 # new_client: an in-process MockSchemaRegistryClient for a mock:// URL (tests)
-                client = _library().SchemaRegistryClient.new_client(dict(config.schema_registry))
+                client = _library().SchemaRegistryClient.new_client(dict(settings))
             except (ValueError, TypeError) as exc:  # the client's own check of its settings
                 raise ConfigError("schema_registry", str(exc)) from None
             _clients[key] = client

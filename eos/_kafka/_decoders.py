@@ -1,0 +1,333 @@
+"""Confluent-framed bytes (magic byte 0, a 4-byte schema id, the body) read back into Python values: the
+workers' side of `eos.from_confluent_avro` / `_protobuf` / `_json`. Spark-free; `eos._spark._decode`
+turns the values into Spark columns.
+
+Avro bodies are read with fastavro, each with its writer's schema (fetched from the registry once per
+id per process, references resolved) resolved to the one reader schema of the query, so records written
+under older or newer compatible schemas read as the reader's shape. Protobuf bodies are read with the
+message class the user names (field numbers carry the evolution); JSON Schema bodies are JSON.
+
+A record that cannot be read is the caller's to handle, with the reason (`Read.errors`); a registry that
+cannot be reached is not a bad record and raises.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from eos._kafka._schemas import client_of
+from eos.errors import ConfigError, SchemaRegistryError
+
+FORMATS = ("avro", "protobuf", "json_schema")
+
+
+def _repr_settings(settings: tuple) -> str:
+    return repr({k: ("***" if k != "url" else v) for k, v in settings})
+
+
+@attrs.frozen
+class Reading:
+    """What a worker needs to read one column: shipped to the executors inside the UDF."""
+
+    format: str
+    #: the registry client's settings (confluent-kafka's names), as sorted items; secrets kept out of reprs
+    registry: tuple[tuple[str, str], ...] = attrs.field(repr=_repr_settings)
+    #: Avro: the reader schema with those it references (`avro_bundle`); JSON Schema: the schema;
+    #: Protobuf: the generated message class's import path
+    schema: str
+
+
+@attrs.frozen
+class Read:
+    """One batch read: a value (or None) and an error (or None) per input."""
+
+    values: list[Any]
+    errors: list[str | None]
+
+
+class _Bad(Exception):
+    """One record cannot be read: the reason."""
+
+
+def _framed(data: bytes) -> tuple[int, memoryview]:
+    if len(data) < 5:
+        raise _Bad(f"{len(data)} bytes, too short for Confluent's framing (magic byte and schema id)")
+    if data[0] != 0:
+        raise _Bad(f"not Confluent-framed: magic byte {data[0]:#04x}, expected 0x00")
+    return int.from_bytes(data[1:5], "big"), memoryview(data)[5:]
+
+
+class _Avro:
+    def __init__(self, reading: Reading) -> None:
+        import fastavro
+
+        self.fastavro = fastavro
+        self.client = client_of(dict(reading.registry))
+        self.reader = parse_bundle(reading.schema)
+        self.reader_bundle = reading.schema
+        #: schema id -> (parsed writer schema, whether it is the reader's own), or the reason it is unusable
+        self.writers: dict[int, tuple[Any, bool] | str] = {}
+
+    def writer(self, schema_id: int) -> tuple[Any, bool]:
+        known = self.writers.get(schema_id)
+        if known is None:
+            try:
+                bundle = avro_bundle(self.client, schema_id=schema_id)
+                known = (parse_bundle(bundle), bundle == self.reader_bundle)
+            except _Bad as exc:
+                known = str(exc)
+            self.writers[schema_id] = known
+        if isinstance(known, str):
+            raise _Bad(known)
+        return known
+
+    def read(self, data: bytes) -> Any:
+        schema_id, body = _framed(data)
+        writer, same = self.writer(schema_id)
+        stream = io.BytesIO(body)
+        try:
+            value = self.fastavro.schemaless_reader(
+                stream, writer, None if same else self.reader, return_record_name=False
+            )
+        except self.fastavro.read.SchemaResolutionError as exc:
+            raise _Bad(f"writer schema id {schema_id} cannot be read as the reader schema: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any failure to parse the body is the record's
+            raise _Bad(
+                f"corrupt Avro body (writer schema id {schema_id}): {type(exc).__name__}: {exc}"
+            ) from None
+        if stream.tell() != len(body):
+            raise _Bad(
+                f"corrupt Avro body (writer schema id {schema_id}): {len(body) - stream.tell()} bytes left"
+                " over after the record"
+            )
+        return value
+
+
+class _Protobuf:
+    def __init__(self, reading: Reading) -> None:
+        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+        from eos._kafka._schemas import message_class
+
+        self.message = message_class(reading.schema, "schema")
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        self.deserializer = ProtobufDeserializer(self.message, {"use.deprecated.format": False})
+        self.context = SerializationContext("", MessageField.VALUE)  # names a subject; none is asked
+
+    def read(self, data: bytes) -> Any:
+        _framed(data)
+        try:
+            message = self.deserializer(bytes(data), self.context)
+        except Exception as exc:  # noqa: BLE001 - any failure to parse the body is the record's
+            raise _Bad(f"corrupt Protobuf record for {self.message.DESCRIPTOR.full_name}: {exc}") from None
+        return message_dict(message)
+
+
+class _Json:
+    def __init__(self, reading: Reading) -> None:
+        pass
+
+    def read(self, data: bytes) -> Any:
+        _, body = _framed(data)
+        try:
+            return json.loads(bytes(body))
+        except ValueError as exc:
+            raise _Bad(f"corrupt JSON body: {exc}") from None
+
+
+_readers: dict[Reading, Any] = {}
+_lock = threading.Lock()
+
+
+def reader_of(reading: Reading) -> Any:
+    """The process's reader for `reading` (its cache of writer schemas is what spares later lookups)."""
+    with _lock:
+        reader = _readers.get(reading)
+        if reader is None:
+            kind = {"avro": _Avro, "protobuf": _Protobuf, "json_schema": _Json}[reading.format]
+            reader = _readers[reading] = kind(reading)
+        return reader
+
+
+def read(reading: Reading, values: Sequence[bytes | None]) -> Read:
+    reader = reader_of(reading)
+    out: list[Any] = []
+    errors: list[str | None] = []
+    for data in values:
+        if data is None:
+            out.append(None)
+            errors.append(None)
+            continue
+        try:
+            out.append(reader.read(data))
+            errors.append(None)
+        except _Bad as exc:
+            out.append(None)
+            errors.append(str(exc))
+    return Read(out, errors)
+
+
+def avro_bundle(
+    client: Any, *, schema_id: int | None = None, subject: str | None = None, version: int | None = None
+) -> str:
+    """A registered Avro schema with every schema it references, as one JSON text (a list: the references
+    in the order they define their named types, then the schema): by id, or a subject's version (the
+    latest if None). Raises _Bad for an id or subject the registry does not have or that is not Avro;
+    SchemaRegistryError when the registry refuses or cannot be reached."""
+    import httpx
+
+    sr = _sr()
+    where = f"schema id {schema_id}" if schema_id is not None else f"subject {subject!r}"
+    try:
+        if schema_id is not None:
+            schema = client.get_schema(schema_id)
+        else:
+            registered = (
+                client.get_latest_version(subject)
+                if version is None
+                else client.get_version(subject, version)
+            )
+            schema = registered.schema
+            where = f"subject {subject!r} version {registered.version}"
+        if (schema.schema_type or "AVRO") != "AVRO":
+            raise _Bad(f"{where} is a {schema.schema_type} schema, not Avro")
+        texts: list[str] = []
+        _references(client, schema.references or [], texts, set())
+        texts.append(schema.schema_str)
+    except sr.SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise _Bad(f"{where} is not in the registry") from None
+        raise SchemaRegistryError(
+            f"the Schema Registry refused the look-up of {where}: HTTP {exc.http_status_code}:"
+            f" {exc.error_message}",
+            subject=subject,
+            status=exc.http_status_code,
+            error_code=exc.error_code,
+        ) from None
+    except (httpx.HTTPError, OSError) as exc:
+        raise SchemaRegistryError(
+            f"the Schema Registry did not answer the look-up of {where}: {exc}", subject=subject
+        ) from None
+    bundle = json.dumps([json.loads(t) for t in texts], sort_keys=True)
+    parse_bundle(bundle)  # a schema fastavro cannot parse is the record's problem, found once
+    return bundle
+
+
+def _references(client: Any, references: Sequence[Any], texts: list[str], seen: set) -> None:
+    for ref in references:
+        if (ref.subject, ref.version) in seen:
+            continue
+        seen.add((ref.subject, ref.version))
+        registered = client.get_version(ref.subject, ref.version)
+        _references(client, registered.schema.references or [], texts, seen)
+        texts.append(registered.schema.schema_str)
+
+
+def parse_bundle(bundle: str) -> Any:
+    """fastavro's parsed schema of an `avro_bundle`; raises _Bad if fastavro cannot parse it."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    *references, main = json.loads(bundle)
+    try:
+        for schema in references:
+            fastavro.parse_schema(schema, named_schemas=named)
+        return fastavro.parse_schema(main, named_schemas=named)
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+        raise _Bad(f"not an Avro schema fastavro can read: {exc}") from None
+
+
+def expanded(bundle: str) -> dict[str, Any]:
+    """The bundle's schema with every named type written out where it is used (a Spark type's source)."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    *references, main = json.loads(bundle)
+    for schema in references:
+        fastavro.parse_schema(schema, named_schemas=named)
+    return _plain(fastavro.parse_schema(main, named_schemas=named, expand=True))
+
+
+def _plain(schema: Any) -> Any:
+    """fastavro's parsed schema without its private keys (`__fastavro_parsed`, ...)."""
+    if isinstance(schema, dict):
+        return {k: _plain(v) for k, v in schema.items() if not k.startswith("__")}
+    if isinstance(schema, list):
+        return [_plain(v) for v in schema]
+    return schema
+
+
+def message_dict(message: Any) -> dict[str, Any]:
+    """A protobuf message as the dict of its Spark struct: every field (unset ones at their default,
+    unset messages None), enums by name, 64-bit integers as integers (json_format would give strings)."""
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            sub = field.message_type.fields_by_name["value"]
+            out[field.name] = {k: _scalar(sub, v) for k, v in value.items()}
+        elif _repeated(field):
+            out[field.name] = [_scalar(field, v) for v in value]
+        elif field.message_type is not None and not message.HasField(field.name):
+            out[field.name] = None
+        else:
+            out[field.name] = _scalar(field, value)
+    return out
+
+
+def _repeated(field: Any) -> bool:
+    label = getattr(field, "is_repeated", None)
+    return label if isinstance(label, bool) else field.label == field.LABEL_REPEATED
+
+
+def _scalar(field: Any, value: Any) -> Any:
+    if field.message_type is not None:
+        return message_dict(value)
+    if field.enum_type is not None:
+        named = field.enum_type.values_by_number.get(value)
+        return named.name if named is not None else str(value)
+    return value
+
+
+def _sr() -> Any:
+    import confluent_kafka.schema_registry as sr
+
+    return sr
+
+
+def registry_settings(registry: str | Mapping[str, Any] | Any) -> tuple[tuple[str, str], ...]:
+    """A decoder's `registry` argument (a URL, confluent-kafka's client settings, or an eos.Config) as
+    sorted settings items."""
+    settings = getattr(registry, "schema_registry", registry)
+    if isinstance(settings, str):
+        settings = {"url": settings}
+    if not isinstance(settings, Mapping) or not settings.get("url"):
+        raise ConfigError(
+            "registry", "a Schema Registry URL, a mapping of client settings with 'url', or an eos.Config"
+        )
+    return tuple(sorted((str(k), str(v)) for k, v in settings.items()))
+
+
+def subject_schema(settings: tuple[tuple[str, str], ...], subject: str, version: int | None) -> str:
+    """The driver's look-up of a reader schema by subject: its bundle."""
+    try:
+        return avro_bundle(client_of(dict(settings)), subject=subject, version=version)
+    except _Bad as exc:
+        raise ConfigError("subject", str(exc)) from None
+
+
+def own_schema(text: str) -> str:
+    """A reader schema given as Avro text, as a bundle (ConfigError naming `schema` if it is not Avro)."""
+    try:
+        bundle = json.dumps([json.loads(text)], sort_keys=True)
+        parse_bundle(bundle)
+    except (ValueError, _Bad) as exc:
+        raise ConfigError("schema", f"not an Avro schema: {exc}") from None
+    return bundle

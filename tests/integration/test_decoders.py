@@ -1,0 +1,271 @@
+"""Reading Schema Registry data in Spark (`eos.from_confluent_avro`, `_protobuf`, `_json`) against the real
+registry (Apicurio) and a real broker, in classic Spark and Spark Connect: records written by
+confluent-kafka's own producer and by eos, under a schema evolved between them, read into structs; a
+record that cannot be read is null (PERMISSIVE) or fails the query naming its topic/partition/offset
+(FAILFAST)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyspark.sql import functions as F
+
+import eos
+from eos import testing
+from eos._kafka import _decoders
+from eos._kafka._decoders import Reading
+from eos._spark._decode import avro_type, fit
+from tests.support.orders_pb2 import Order
+
+
+def _trade(*extra: dict) -> str:
+    fields = [{"name": "sym", "type": "string"}, {"name": "qty", "type": "long"}, *extra]
+    return json.dumps({"type": "record", "name": "Trade", "namespace": "shop", "fields": fields})
+
+
+V1 = _trade()
+V2 = _trade({"name": "venue", "type": "string", "default": "XNAS"})
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for v in values:
+        producer.produce(topic, v, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def _framed(topic: str, serializer, rows: list) -> list[bytes]:
+    return [serializer(r, SerializationContext(topic, MessageField.VALUE)) for r in rows]
+
+
+def _kafka(session, bootstrap: str, topic: str):
+    return (
+        session.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+    )
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request, monkeypatch):
+    """Each test under classic Spark and Spark Connect (`F` builds Connect Columns only in Connect mode:
+    tests/integration/conftest.py, `pyspark_api_mode`)."""
+    if request.param == "connect":
+        connect = request.getfixturevalue("connect")
+        monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+        return connect
+    spark = request.getfixturevalue("spark")  # may start both sessions, and Connect mode with them
+    for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+        monkeypatch.delenv(name, raising=False)
+    return spark
+
+
+@pytest.fixture
+def trades(session, bootstrap, names, schema_registry, checkpoint_dir):
+    """A topic of Avro trades: three written by confluent-kafka's producer under V1, then three by an eos
+    query under V2 (a field added with a default: BACKWARD-compatible, registered as version 2)."""
+    source, topic = names("dec-src"), names("dec-trades")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, topic, 1)
+    schema_registry.put(f"/config/{topic}-value", {"compatibility": "BACKWARD"})
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    v1 = AvroSerializer(client, V1)
+    _produce(bootstrap, topic, _framed(topic, v1, [{"sym": s, "qty": 1} for s in "ABC"]))
+    _produce(bootstrap, source, [b"D", b"E", b"F"])
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("dec-app"),
+        output_topic=topic,
+        processing_guarantee="exactly_once",
+        value_serializer="avro",
+        value_schema=V2,
+        schema_registry={"url": schema_registry.url},
+    )
+    df = eos.read_stream(session, config, [source])
+    df = df.withColumn(
+        "value",
+        F.struct(
+            F.col("value").cast("string").alias("sym"),
+            F.lit(2).cast("long").alias("qty"),
+            F.lit("XLON").alias("venue"),
+        ),
+    )
+    query = (
+        df.writeStream.foreachBatch(eos.sink(config))
+        .option("checkpointLocation", str(checkpoint_dir))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert schema_registry.get(f"/subjects/{topic}-value/versions") == [1, 2]
+    return topic
+
+
+def test_avro_from_two_writers_across_an_evolution_reads_into_the_reader_schemas_struct(
+    session, bootstrap, schema_registry, trades
+):
+    df = _kafka(session, bootstrap, trades)
+    latest = df.select(
+        eos.from_confluent_avro("value", schema_registry.url, subject=f"{trades}-value").alias("t")
+    )
+    assert latest.schema["t"].dataType.simpleString() == "struct<sym:string,qty:bigint,venue:string>"
+    rows = sorted((r.t.sym, r.t.qty, r.t.venue) for r in latest.collect())
+    # V1's records take V2's default; eos's records carry their own venue
+    assert rows == [
+        ("A", 1, "XNAS"),
+        ("B", 1, "XNAS"),
+        ("C", 1, "XNAS"),
+        ("D", 2, "XLON"),
+        ("E", 2, "XLON"),
+        ("F", 2, "XLON"),
+    ]
+
+    # An older reader schema: the newer records read without the field it does not have.
+    older = df.select(
+        eos.from_confluent_avro(F.col("value"), {"url": schema_registry.url}, schema=V1).alias("t")
+    )
+    assert sorted((r.t.sym, r.t.qty) for r in older.collect()) == [(s, 1) for s in "ABC"] + [
+        (s, 2) for s in "DEF"
+    ]
+
+    # A stream reads the same, in a query eos does not write.
+    streamed = (
+        session.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", trades)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(eos.from_confluent_avro("value", schema_registry.url, subject=f"{trades}-value").alias("t"))
+    )
+    name = f"decoded_{trades.replace('-', '_')}"
+    q = streamed.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    q.awaitTermination()
+    assert sorted(r.t.sym for r in session.sql(f"SELECT t FROM {name}").collect()) == list("ABCDEF")
+
+
+def test_a_record_that_cannot_be_read_is_null_or_fails_the_query_naming_it(
+    session, bootstrap, names, schema_registry
+):
+    topic = names("dec-bad")
+    testing.create_topic(bootstrap, topic, 1)
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    good = _framed(topic, AvroSerializer(client, V1), [{"sym": "A", "qty": 1}])[0]
+    schema_id = good[1:5]
+    bad = [
+        b'{"sym": "A"}',  # offset 1: not Confluent-framed
+        b"\x00" + (987654).to_bytes(4, "big") + good[5:],  # 2: a schema id the registry does not have
+        b"\x00" + schema_id + good[5:7],  # 3: a body cut short
+        good + b"\x01\x02",  # 4: bytes left over after the record
+    ]
+    _produce(bootstrap, topic, [good, *bad, good])
+    df = _kafka(session, bootstrap, topic)
+    read = eos.from_confluent_avro("value", schema_registry.url, subject=f"{topic}-value", mode="PERMISSIVE")
+    rows = [(r.offset, r.t) for r in df.select("offset", read.alias("t")).orderBy("offset").collect()]
+    assert [(o, t.sym if t else None) for o, t in rows] == [
+        (0, "A"),
+        (1, None),
+        (2, None),
+        (3, None),
+        (4, None),
+        (5, "A"),
+    ]
+
+    failfast = eos.from_confluent_avro("value", schema_registry.url, subject=f"{topic}-value")
+    with pytest.raises(Exception) as info:
+        df.select(failfast.alias("t")).collect()
+    text = str(info.value)
+    assert "DeserializationError" in text and f"input record {topic}/0@1" in text, text[-2000:]
+    assert "not Confluent-framed: magic byte 0x7b" in text, text[-2000:]
+
+
+def test_why_a_record_cannot_be_read(names, schema_registry):
+    """The reasons, from the workers' reader itself (no Spark: the Spark path is the test above)."""
+    topic = names("dec-why")
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    good = _framed(topic, AvroSerializer(client, V1), [{"sym": "A", "qty": 1}])[0]
+    reading = Reading("avro", _decoders.registry_settings(schema_registry.url), _decoders.own_schema(V2))
+    spark_type = avro_type(_decoders.expanded(reading.schema), "")
+    framed = [
+        good,
+        None,
+        b"\x00\x00",
+        b"\x00" + (987654).to_bytes(4, "big") + good[5:],
+        good[:7],
+        good + b"\x01\x02",
+    ]
+    values, errors = fit(reading, spark_type, framed)
+    assert values[:2] == [{"sym": "A", "qty": 1, "venue": "XNAS"}, None]
+    assert errors[:2] == [None, None], "a null value is null, not an error"
+    assert errors[2] == "2 bytes, too short for Confluent's framing (magic byte and schema id)"
+    assert errors[3] == "schema id 987654 is not in the registry"
+    assert errors[4].startswith(f"corrupt Avro body (writer schema id {int.from_bytes(good[1:5], 'big')})")
+    assert errors[5].endswith("2 bytes left over after the record")
+
+
+def test_protobuf_and_json_schema_read_into_structs(session, bootstrap, names, schema_registry):
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    topic = names("dec-proto")
+    testing.create_topic(bootstrap, topic, 1)
+    proto = ProtobufSerializer(Order, client, {"use.deprecated.format": False})
+    _produce(bootstrap, topic, _framed(topic, proto, [Order(id=1, item="x", quantity=3), Order(id=2)]))
+    df = _kafka(session, bootstrap, topic)
+    read = eos.from_confluent_protobuf("value", "tests.support.orders_pb2.Order")
+    assert [tuple(r.o) for r in df.select(read.alias("o")).orderBy("offset").collect()] == [
+        (1, "x", 3),
+        (2, "", 0),
+    ]
+
+    topic = names("dec-json")
+    testing.create_topic(bootstrap, topic, 1)
+    schema = json.dumps(
+        {
+            "title": "Trade",
+            "type": "object",
+            "properties": {
+                "sym": {"type": "string"},
+                "qty": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+        }
+    )
+    _produce(
+        bootstrap,
+        topic,
+        _framed(
+            topic,
+            JSONSerializer(schema, client),
+            [{"sym": "A", "qty": 1, "tags": ["x"]}, {"sym": "B", "qty": 2}],
+        ),
+    )
+    _produce(bootstrap, topic, [b"\x00" + (1).to_bytes(4, "big") + b'{"sym": 5, "qty": "many"}'])
+    df = _kafka(session, bootstrap, topic)
+    read = eos.from_confluent_json("value", schema, mode="PERMISSIVE")
+    rows = [r.t for r in df.select(read.alias("t")).orderBy("offset").collect()]
+    assert [tuple(t) if t else None for t in rows] == [("A", 1, ["x"]), ("B", 2, None), None]
+
+
+def test_bad_arguments_are_refused_naming_them(schema_registry):
+    with pytest.raises(eos.ConfigError, match="schema"):
+        eos.from_confluent_avro("value", schema_registry.url)
+    with pytest.raises(eos.ConfigError, match="subject"):
+        eos.from_confluent_avro("value", schema_registry.url, subject="no-such-subject-value")
+    with pytest.raises(eos.ConfigError, match='only \\["null", T\\] unions'):
+        eos.from_confluent_avro(
+            "value",
+            schema_registry.url,
+            schema='{"type": "record", "name": "R", "fields": [{"name": "u", "type": ["int", "string"]}]}',
+        )
+    with pytest.raises(eos.ConfigError, match="mode"):
+        eos.from_confluent_avro("value", schema_registry.url, schema=V1, mode="DROPMALFORMED")
+    with pytest.raises(eos.ConfigError, match="message"):
+        eos.from_confluent_protobuf("value", "no.such.Message")
