@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import pyarrow as pa
 
 from eos._kafka._schemas import client_of
 from eos.errors import ConfigError, SchemaRegistryError
@@ -331,3 +332,164 @@ def own_schema(text: str) -> str:
     except (ValueError, _Bad) as exc:
         raise ConfigError("schema", f"not an Avro schema: {exc}") from None
     return bundle
+
+
+# -- the Arrow types of the reader schemas (Spark's types are made of these) ----------------------------
+
+
+def arrow_type(reading: Reading) -> pa.DataType:
+    """The Arrow type the values of `reading` are read into: the types Spark's `from_avro` and
+    `from_protobuf` give (enums as names); ConfigError naming `schema` / `message` for what has none."""
+    if reading.format == "avro":
+        return _avro(expanded(reading.schema), "")
+    if reading.format == "protobuf":
+        from eos._kafka._schemas import message_class
+
+        return _protobuf(message_class(reading.schema, "message").DESCRIPTOR, frozenset())
+    try:
+        schema = json.loads(reading.schema)
+    except ValueError as exc:
+        raise ConfigError("schema", f"not JSON: {exc}") from None
+    return _json(schema, "")
+
+
+_AVRO_PRIMITIVES = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "bytes": pa.binary(),
+    "string": pa.string(),
+}
+
+
+def _avro(schema: Any, path: str) -> pa.DataType:
+    where = path or "the schema"
+    if isinstance(schema, str):
+        if schema in _AVRO_PRIMITIVES:
+            return _AVRO_PRIMITIVES[schema]
+        raise ConfigError("schema", f"{where}: Avro type {schema!r} has no Spark type here")
+    if isinstance(schema, list):
+        branches = [s for s in schema if s != "null"]
+        if len(branches) == 1:
+            return _avro(branches[0], path)
+        raise ConfigError(
+            "schema", f'{where}: a union of {len(branches)} non-null types; only ["null", T] unions are read'
+        )
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if logical == "date" and kind == "int":
+        return pa.date32()
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return pa.timestamp("us", tz="UTC")
+    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
+        return pa.timestamp("us")
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        return pa.decimal128(schema["precision"], schema.get("scale", 0))
+    if logical in ("time-millis", "time-micros", "uuid"):
+        raise ConfigError("schema", f"{where}: logical type {logical!r} is not read yet")
+    if kind == "record":
+        fields = []
+        for f in schema["fields"]:
+            sub = f"{path}.{f['name']}".lstrip(".")
+            fields.append(pa.field(f["name"], _avro(f["type"], sub), nullable=_nullable(f["type"])))
+        return pa.struct(fields)
+    if kind == "enum":
+        return pa.string()
+    if kind == "fixed":
+        return pa.binary()
+    if kind == "array":
+        return pa.list_(pa.field("element", _avro(schema["items"], f"{path}[]"), _nullable(schema["items"])))
+    if kind == "map":
+        return pa.map_(
+            pa.string(),
+            pa.field("value", _avro(schema["values"], f"{path}{{}}"), _nullable(schema["values"])),
+        )
+    return _avro(kind, path)
+
+
+def _nullable(schema: Any) -> bool:
+    return isinstance(schema, list) and "null" in schema
+
+
+def _protobuf(descriptor: Any, seen: frozenset) -> pa.DataType:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    if descriptor.full_name in seen:
+        raise ConfigError("message", f"{descriptor.full_name} is recursive; a Spark struct cannot be")
+    seen = seen | {descriptor.full_name}
+    scalars = {
+        F.TYPE_DOUBLE: pa.float64(),
+        F.TYPE_FLOAT: pa.float32(),
+        F.TYPE_INT64: pa.int64(),
+        F.TYPE_UINT64: pa.int64(),
+        F.TYPE_INT32: pa.int32(),
+        F.TYPE_FIXED64: pa.int64(),
+        F.TYPE_FIXED32: pa.int64(),
+        F.TYPE_BOOL: pa.bool_(),
+        F.TYPE_STRING: pa.string(),
+        F.TYPE_BYTES: pa.binary(),
+        F.TYPE_UINT32: pa.int64(),
+        F.TYPE_ENUM: pa.string(),
+        F.TYPE_SFIXED32: pa.int32(),
+        F.TYPE_SFIXED64: pa.int64(),
+        F.TYPE_SINT32: pa.int32(),
+        F.TYPE_SINT64: pa.int64(),
+    }
+
+    def one(field: Any) -> pa.DataType:
+        return _protobuf(field.message_type, seen) if field.message_type is not None else scalars[field.type]
+
+    fields = []
+    for field in descriptor.fields:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            entry = field.message_type.fields_by_name
+            arrow = pa.map_(one(entry["key"]), one(entry["value"]))
+        elif _repeated(field):
+            arrow = pa.list_(one(field))
+        else:
+            arrow = one(field)
+        fields.append(pa.field(field.name, arrow))
+    return pa.struct(fields)
+
+
+def _json(schema: Any, path: str) -> pa.DataType:
+    where = path or "the schema"
+    if not isinstance(schema, Mapping):
+        raise ConfigError("schema", f"{where}: a JSON Schema is an object")
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        branches = [k for k in kind if k != "null"]
+        if len(branches) != 1:
+            raise ConfigError("schema", f"{where}: type {kind} has no one Spark type")
+        kind = branches[0]
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties", {})
+        return pa.struct(
+            [pa.field(n, _json(sub, f"{path}.{n}".lstrip("."))) for n, sub in properties.items()]
+        )
+    if kind == "array":
+        return pa.list_(_json(schema.get("items", {"type": "string"}), f"{path}[]"))
+    scalars = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}
+    if kind in scalars:
+        return scalars[kind]
+    raise ConfigError(
+        "schema", f"{where}: JSON Schema type {kind!r} is not read yet (objects, arrays and scalars are)"
+    )
+
+
+def to_arrow(read: Read, arrow: pa.DataType) -> tuple[pa.Array, list[str | None]]:
+    """The values of `read` as one Arrow array of type `arrow`; a value that does not fit it (JSON's may
+    not) is null, with its error."""
+    errors = list(read.errors)
+    try:
+        return pa.array(read.values, arrow), errors
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        values = list(read.values)
+        for i, value in enumerate(values):
+            try:
+                pa.array([value], arrow)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                values[i] = None
+                errors[i] = f"the value does not fit the reader's type {arrow}: {exc}"
+        return pa.array(values, arrow), errors

@@ -21,7 +21,7 @@ import eos
 from eos import testing
 from eos._kafka import _decoders
 from eos._kafka._decoders import Reading
-from eos._spark._decode import avro_type, fit
+from eos._spark._decode import fit
 from tests.support.orders_pb2 import Order
 
 
@@ -194,7 +194,6 @@ def test_why_a_record_cannot_be_read(names, schema_registry):
     client = SchemaRegistryClient({"url": schema_registry.url})
     good = _framed(topic, AvroSerializer(client, V1), [{"sym": "A", "qty": 1}])[0]
     reading = Reading("avro", _decoders.registry_settings(schema_registry.url), _decoders.own_schema(V2))
-    spark_type = avro_type(_decoders.expanded(reading.schema), "")
     framed = [
         good,
         None,
@@ -203,7 +202,7 @@ def test_why_a_record_cannot_be_read(names, schema_registry):
         good[:7],
         good + b"\x01\x02",
     ]
-    values, errors = fit(reading, spark_type, framed)
+    values, errors = fit(reading, _decoders.arrow_type(reading), framed)
     assert values[:2] == [{"sym": "A", "qty": 1, "venue": "XNAS"}, None]
     assert errors[:2] == [None, None], "a null value is null, not an error"
     assert errors[2] == "2 bytes, too short for Confluent's framing (magic byte and schema id)"
