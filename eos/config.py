@@ -152,6 +152,16 @@ _SERIALIZERS = {
     "io.confluent.kafka.serializers.protobuf.kafkaprotobufserializer": "protobuf",
     "io.confluent.kafka.serializers.json.kafkajsonschemaserializer": "json_schema",
 }
+#: value_deserializer / key_deserializer: eos's names and Confluent's Java deserializer classes.
+_DESERIALIZERS = {
+    "avro": "avro",
+    "protobuf": "protobuf",
+    "json_schema": "json_schema",
+    "jsonschema": "json_schema",
+    "io.confluent.kafka.serializers.kafkaavrodeserializer": "avro",
+    "io.confluent.kafka.serializers.protobuf.kafkaprotobufdeserializer": "protobuf",
+    "io.confluent.kafka.serializers.json.kafkajsonschemadeserializer": "json_schema",
+}
 _BYTES_SERIALIZERS = {
     "",
     "bytes",
@@ -170,12 +180,14 @@ _STRATEGIES = {
 
 
 def _serializer(field: str) -> Callable[[Any], str | None]:
+    names = _DESERIALIZERS if field.endswith("_deserializer") else _SERIALIZERS
+
     def convert(value: Any) -> str | None:
         word = "" if value is None else str(value).strip().lower()
-        if word in _BYTES_SERIALIZERS:
+        if word in _BYTES_SERIALIZERS or word.replace("serializer", "deserializer") in _BYTES_SERIALIZERS:
             return None
         try:
-            return _SERIALIZERS[word]
+            return names[word]
         except KeyError:
             raise ConfigError(
                 field, f"{value!r} is not 'avro', 'protobuf' or 'json_schema' (or None: bytes)"
@@ -288,6 +300,20 @@ class Config:
     #: on_error="dead_letter": past this many bad records of one input partition in one batch, the batch
     #: fails anyway (a broken deploy does not route a whole topic to the dead-letter topic).
     max_dead_letters_per_batch: int = attrs.field(default=100, validator=_positive)
+    #: Read each input record's value with a Schema Registry deserializer before `process` /
+    #: `process_batch` see it: "avro", "protobuf" or "json_schema" (also Confluent's Java class names);
+    #: the value column becomes a struct of `value_deserializer_schema`. A record that cannot be read
+    #: fails the batch naming it (DeserializationError), or with on_error="dead_letter" goes, as it was
+    #: read, to the dead-letter topic. docs/guide/schema-registry.md.
+    value_deserializer: str | None = attrs.field(default=None, converter=_serializer("value_deserializer"))
+    #: The reader schema of value_deserializer: Avro text (records written under any compatible
+    #: registered schema are resolved to it) or JSON Schema text; for "protobuf" the import path of the
+    #: generated message class.
+    value_deserializer_schema: str | None = None
+    #: The key's Schema Registry deserializer, as `value_deserializer` is the value's.
+    key_deserializer: str | None = attrs.field(default=None, converter=_serializer("key_deserializer"))
+    #: The reader schema of key_deserializer.
+    key_deserializer_schema: str | None = None
     #: Serialize each output's value with a Schema Registry serializer, "avro", "protobuf" or "json_schema"
     #: (Confluent's framing: magic byte, schema id; also Confluent's Java class names); None: the value is
     #: bytes or a string, as Spark's Kafka sink takes it. docs/guide/schema-registry.md.
@@ -445,6 +471,35 @@ class Config:
             raise ConfigError(
                 "schema_registry.url", f"{fields[0]}_serializer needs the Schema Registry's URL"
             )
+        for field in ("value", "key"):
+            kind = getattr(self, f"{field}_deserializer")
+            if kind is None:
+                continue
+            if self.input_mode == "any":
+                raise ConfigError(
+                    f"{field}_deserializer", "reads the Kafka source's records: input_mode must be 'kafka'"
+                )
+            schema = getattr(self, f"{field}_deserializer_schema")
+            if not schema:
+                what = (
+                    "the import path of the generated message class"
+                    if kind == "protobuf"
+                    else "a reader schema"
+                )
+                raise ConfigError(
+                    f"{field}_deserializer_schema", f"{field}_deserializer={kind!r} needs {what}"
+                )
+            if kind == "protobuf" and not _IMPORT_PATH.match(schema):
+                raise ConfigError(
+                    f"{field}_deserializer_schema",
+                    f"{schema!r} is not the import path of a generated protobuf message class"
+                    " (module.Message)",
+                )
+            if kind == "avro" and not str(self.schema_registry.get("url") or "").strip():
+                raise ConfigError(
+                    "schema_registry.url",
+                    f"{field}_deserializer='avro' needs the Schema Registry's URL (for the writer schemas)",
+                )
 
     def __reduce__(self):
         # Spark ships the config to executors by pickle; mapping proxies do not pickle, dicts do.

@@ -15,8 +15,8 @@ from eos._core._incarnation import Incarnation
 from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
-from eos._kafka import _schemas
-from eos.errors import OutputTypeError, ProcessError, ProduceError, RecordError
+from eos._kafka import _decoders, _schemas
+from eos.errors import DeserializationError, OutputTypeError, ProcessError, ProduceError, RecordError
 from eos.records import Outputs, outputs_of
 
 
@@ -38,14 +38,19 @@ class Writer:
         self.one_by_one = False
         #: value_serializer / key_serializer: the worker's Schema Registry serializers
         self.serializers = _schemas.Serializers.of(job.config)
+        #: value_deserializer / key_deserializer: the input's key and value read before anything sees them
+        self.deserializers = _decoders.Deserializers.of(job.config)
 
     def write(self, chunk: pa.RecordBatch, transaction: Transaction, may_stop: bool) -> int:
         """Produce the outputs of `chunk` into `transaction`; returns the rows written (fewer than all
         only where `process` made the transaction due mid-chunk and `may_stop`)."""
+        read = self._read(chunk)
         if self.functions.process is not None:
-            return self._write_rows(chunk, transaction, may_stop)
+            return self._write_rows(chunk, read, transaction, may_stop)
         last = _arrow.last_offset(chunk, self.layout)
-        rows, dead = self.dead.split(chunk, self.layout) if self.dead is not None else (chunk, None)
+        rows, dead = self.dead.split(read, self.layout) if self.dead is not None else (read, None)
+        if dead is not None and read is not chunk:
+            _, dead = self.dead.split(chunk, self.layout)  # a dead letter carries the input as it came
         step = 1 if self.one_by_one else max(rows.num_rows, 1)
         produced = sum(self._write_outputs(rows.slice(at, step)) for at in range(0, rows.num_rows, step))
         letters = self._write_dead(dead) if dead is not None else 0
@@ -91,6 +96,25 @@ class Writer:
             outputs = self.serializers.outputs(outputs, self.topic, self.partition)
         return self.incarnation.producer.records.produce_outputs(outputs, self.topic, self.partition)
 
+    def _read(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
+        """`chunk` with its key / value read by the deserializers; a row that cannot be read is a bad
+        record (8b): with on_error="dead_letter" dead from now on, else the batch fails naming it."""
+        if self.deserializers is None:
+            return chunk
+        read, unreadable = self.deserializers.read(chunk)
+        if unreadable:
+            offsets = chunk.column(self.layout.offset).to_pylist()
+            for row, why in unreadable.items():
+                offset = offsets[row]
+                if self.dead is not None and offset in self.dead.found:
+                    continue
+                exc = DeserializationError(why, topic=self.topic, partition=self.partition, offset=offset)
+                if self.dead is None:
+                    raise exc
+                self.dead.add(exc)
+                self.log.warning("dead-lettering record", offset=offset, error=why)
+        return read
+
     def _write_dead(self, rows: pa.RecordBatch) -> int:
         """The dead letters of `rows` (every one a dead record), into the open transaction; how many."""
         passthrough = not self.functions.any
@@ -130,8 +154,11 @@ class Writer:
             message, topic=self.topic, partition=self.partition, offset=offset, through=through
         )
 
-    def _write_rows(self, chunk: pa.RecordBatch, transaction: Transaction, may_stop: bool) -> int:
-        """`process(row, state)` for each row; stops early when the transaction is due (`may_stop`)."""
+    def _write_rows(
+        self, chunk: pa.RecordBatch, read: pa.RecordBatch, transaction: Transaction, may_stop: bool
+    ) -> int:
+        """`process(row, state)` for each row of `read` (`chunk` with its key / value deserialized); stops
+        early when the transaction is due (`may_stop`). A dead letter carries the row of `chunk`."""
         process, view = self.functions.process, self.incarnation.view
         records, state = self.incarnation.producer.records, self.incarnation.state
         serializers, layout = self.serializers, self.layout
@@ -143,7 +170,7 @@ class Writer:
         )
         default_topic = self.config.output_topic
         dead = self.dead.found if self.dead is not None else {}
-        for i, row in enumerate(_rows.rows(chunk, self.functions.struct)):
+        for i, row in enumerate(_rows.rows(read, self.functions.struct)):
             offset = offsets[i]
             if offset in dead:
                 transaction.mark(offset, 1, 0, self._write_dead(chunk.slice(i, 1)))

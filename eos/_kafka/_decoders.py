@@ -493,3 +493,41 @@ def to_arrow(read: Read, arrow: pa.DataType) -> tuple[pa.Array, list[str | None]
                 values[i] = None
                 errors[i] = f"the value does not fit the reader's type {arrow}: {exc}"
         return pa.array(values, arrow), errors
+
+
+class Deserializers:
+    """value_deserializer / key_deserializer in an eos task: a chunk of input rows with their value and
+    key columns read into structs, and the rows that cannot be read."""
+
+    def __init__(self, config: Any) -> None:
+        self.fields: dict[str, tuple[Reading, pa.DataType]] = {}
+        for field in ("value", "key"):
+            kind = getattr(config, f"{field}_deserializer")
+            if kind is None:
+                continue
+            schema = getattr(config, f"{field}_deserializer_schema")
+            try:
+                if kind == "avro":
+                    settings = tuple(sorted((k, str(v)) for k, v in config.schema_registry.items()))
+                    reading = Reading(kind, settings, own_schema(schema))
+                else:
+                    reading = Reading(kind, (), schema)
+                self.fields[field] = (reading, arrow_type(reading))
+            except ConfigError as exc:
+                raise ConfigError(f"{field}_deserializer_schema", exc.reason) from None
+
+    @classmethod
+    def of(cls, config: Any) -> Deserializers | None:
+        return cls(config) if config.value_deserializer or config.key_deserializer else None
+
+    def read(self, chunk: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[int, str]]:
+        """`chunk` with its key / value columns read; {row index: why} for the rows that cannot be read."""
+        unreadable: dict[int, str] = {}
+        for field, (reading, arrow) in self.fields.items():
+            index = chunk.schema.get_field_index(field)
+            values, errors = to_arrow(read(reading, chunk.column(index).to_pylist()), arrow)
+            for row, error in enumerate(errors):
+                if error is not None and row not in unreadable:
+                    unreadable[row] = f"the {field} cannot be read as {reading.format}: {error}"
+            chunk = chunk.set_column(index, pa.field(field, arrow), values)
+        return chunk, unreadable

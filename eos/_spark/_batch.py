@@ -86,6 +86,15 @@ def batch_layout(
         check(out_partition, ("int",), "named by output_partition_column")
     if out_timestamp is not None:
         check(out_timestamp, _TIMESTAMPS, "named by output_timestamp_column")
+    for field in ("value", "key"):
+        if getattr(config, f"{field}_deserializer") is not None:
+            check(field, ("binary",), f"read by {field}_deserializer: the Kafka source's bytes")
+    if not has_process and config.value_deserializer is not None and config.value_serializer is None:
+        raise ConfigError(
+            "value_deserializer",
+            "the value is read into a struct, which is written only through a value_serializer: set one,"
+            " or give the sink a process or process_batch function",
+        )
     if has_process:
         # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
         return Layout(out_topic=out_topic, out_partition=out_partition, out_timestamp=out_timestamp), names

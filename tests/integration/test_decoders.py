@@ -22,6 +22,7 @@ from eos import testing
 from eos._kafka import _decoders
 from eos._kafka._decoders import Reading
 from eos._spark._decode import fit
+from tests.support import trades as trades_support
 from tests.support.orders_pb2 import Order
 
 
@@ -268,3 +269,138 @@ def test_bad_arguments_are_refused_naming_them(schema_registry):
         eos.from_confluent_avro("value", schema_registry.url, schema=V1, mode="DROPMALFORMED")
     with pytest.raises(eos.ConfigError, match="message"):
         eos.from_confluent_protobuf("value", "no.such.Message")
+
+
+def _unreadable(good: bytes) -> list[bytes]:
+    """Three records that cannot be read: not framed, a schema id the registry lacks, a cut body."""
+    return [b'{"sym": "A"}', b"\x00" + (987654).to_bytes(4, "big") + good[5:], good[:7]]
+
+
+def _trades_input(bootstrap, schema_registry, topic: str, partitions: int, per_partition: int, bad_at: set):
+    """Avro V1 trades written by confluent-kafka's producer, `per_partition` in each partition, with
+    unreadable records at the offsets `bad_at` of each; {partition: [(offset, bytes, sym or None)]}."""
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    serialize = AvroSerializer(client, V1)
+    sent: dict[int, list] = {}
+    for p in range(partitions):
+        rows, bad = [], iter(range(len(bad_at)))
+        for offset in range(per_partition):
+            if offset in bad_at:
+                good = _framed(topic, serialize, [{"sym": "Z", "qty": 0}])[0]
+                rows.append((offset, _unreadable(good)[next(bad) % 3], None))
+            else:
+                sym = f"p{p}o{offset}"
+                rows.append((offset, _framed(topic, serialize, [{"sym": sym, "qty": offset}])[0], sym))
+        _produce(bootstrap, topic, [v for _, v, _ in rows], partition=p)
+        sent[p] = rows
+    return sent
+
+
+def test_an_eos_query_reads_avro_input_and_dead_letters_what_it_cannot_read_exactly_once(
+    spark, bootstrap, names, schema_registry, checkpoint_dir
+):
+    source, output, dead = names("deser-in"), names("deser-out"), names("deser-dlq")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 2)
+    testing.create_topic(bootstrap, dead, 1)
+    sent = _trades_input(bootstrap, schema_registry, source, 2, 300, bad_at={7, 150, 299})
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("deser-app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        commit_every=100,
+        value_deserializer="io.confluent.kafka.serializers.KafkaAvroDeserializer",
+        value_deserializer_schema=V2,  # newer than the writer's: each trade takes venue's default
+        schema_registry={"url": schema_registry.url},
+        on_error="dead_letter",
+        dead_letter_topic=dead,
+    )
+    df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=250)
+    query = (
+        df.writeStream.foreachBatch(eos.sink(config, trades_support.describe))
+        .option("checkpointLocation", str(checkpoint_dir))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert hanging == []
+    got = [r.value.decode() for r in records]
+    want = [f"{sym}|{offset}|XNAS" for p in sent for offset, _, sym in sent[p] if sym is not None]
+    assert sorted(got) == sorted(want), "nothing missing, nothing twice"
+    for out in {r.partition for r in records}:  # each output partition in input order
+        seen = [r.value.decode().split("|")[0] for r in records if r.partition == out]
+        for p in sent:
+            offsets = [int(s.split("o")[1]) for s in seen if s.startswith(f"p{p}o")]
+            assert offsets == sorted(offsets), f"input partition {p}'s order in output partition {out}"
+
+    letters, hanging = testing.read_topic(bootstrap, dead, marker=testing.write_markers(bootstrap, dead))
+    assert hanging == []
+    letters = [r for r in letters if dict(r.headers).get("__eos.errors.kind")]
+    expected = {(str(p), str(o)): v for p in sent for o, v, sym in sent[p] if sym is None}
+    by_input = {
+        (
+            dict(r.headers)["__eos.errors.partition"].decode(),
+            dict(r.headers)["__eos.errors.offset"].decode(),
+        ): r
+        for r in letters
+    }
+    assert len(letters) == len(expected) == 6 and set(by_input) == set(expected), "each once"
+    for where, letter in by_input.items():
+        headers = dict(letter.headers)
+        assert letter.value == expected[where], "the input's bytes, as read"
+        assert headers["__eos.errors.kind"] == b"DeserializationError"
+        assert headers["__eos.errors.message"].startswith(b"the value cannot be read as avro: ")
+
+
+def test_with_on_error_fail_an_unreadable_record_fails_the_batch_naming_it_and_commits_nothing(
+    spark, bootstrap, names, schema_registry, checkpoint_dir
+):
+    source, output = names("deser-fail-in"), names("deser-fail-out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    _trades_input(bootstrap, schema_registry, source, 1, 20, bad_at={5})
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("deser-fail-app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        value_deserializer="avro",
+        value_deserializer_schema=V1,
+        schema_registry={"url": schema_registry.url},
+    )
+    df = eos.read_stream(spark, config, [source])
+    query = (
+        df.writeStream.foreachBatch(eos.sink(config, trades_support.symbol))
+        .option("checkpointLocation", str(checkpoint_dir))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception) as info:
+        query.awaitTermination()
+    assert f"input record {source}/0@5" in str(info.value) and "not Confluent-framed" in str(info.value)
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == [], "the batch's transaction was aborted"
+
+
+def test_a_deserializer_setting_that_cannot_work_is_refused_naming_it(
+    spark, bootstrap, names, schema_registry
+):
+    base = {"bootstrap_servers": bootstrap, "app_id": names("deser-bad"), "output_topic": "out"}
+    with pytest.raises(eos.ConfigError, match="value_deserializer_schema"):
+        eos.Config(**base, value_deserializer="avro", schema_registry={"url": schema_registry.url})
+    with pytest.raises(eos.ConfigError, match="schema_registry.url"):
+        eos.Config(**base, value_deserializer="avro", value_deserializer_schema=V1)
+    with pytest.raises(eos.ConfigError, match="input_mode"):
+        eos.Config(**base, value_deserializer="json_schema", value_deserializer_schema="{}", input_mode="any")
+    config = eos.Config(
+        **base,
+        value_deserializer="avro",
+        value_deserializer_schema=V1,
+        schema_registry={"url": schema_registry.url},
+    )
+    df = spark.createDataFrame([("t", 0, 0, b"x")], "topic string, partition int, offset long, value binary")
+    with pytest.raises(eos.ConfigError, match="value_serializer"):
+        eos.sink(config)(df, 0)
