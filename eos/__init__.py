@@ -46,7 +46,7 @@ from eos.errors import (
 )
 from eos.records import Output
 from eos.session import read_stream, register, spark_session, starting_offsets, with_input_column
-from eos.sink import Sink, sink
+from eos.sink import Sink, sink, write
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
 #: `df.writeStream.foreach(eos.foreach_writer(config))`, e.g. in real-time mode (see `ForeachWriter`).
@@ -107,6 +107,7 @@ __all__ = [
     "from_confluent_protobuf",
     "register",
     "sink",
+    "write",
     "spark_session",
     "starting_offsets",
     "with_input_column",

@@ -48,6 +48,12 @@ def part_transactional_id(app_id: str, part: int) -> str:
     return f"{app_id}:#part:{part}"
 
 
+def job_app_id(app_id: str, job_id: str) -> str:
+    """The app id a batch job `job_id` of app `app_id` runs under (`eos.write`): its own progress topic,
+    group and transactional ids, so that each job's record of what it committed is its own."""
+    return f"{app_id}.job.{job_id}"
+
+
 def parts_topic(app_id: str) -> str:
     return f"{app_id}-eos-parts"
 

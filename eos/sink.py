@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
+from eos import _names
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
@@ -333,6 +334,68 @@ def raised_in_task(exc: BaseException, error: type[EosError]) -> str | None:
 
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).
 sink = Sink
+
+#: the batch id of a batch job: its one batch
+JOB_BATCH_ID = 0
+
+
+def write(
+    df,
+    config: Config,
+    job_id: str,
+    process: Process | None = None,
+    *,
+    process_batch: ProcessBatch | None = None,
+    on_commit: OnCommit | None = None,
+) -> BatchSummary:
+    """Write a batch (not streaming) DataFrame exactly once per `job_id`: a re-run of a failed job with
+    the same id writes only what its earlier runs did not commit, and fails with
+    NondeterministicBatchError, writing nothing more, where the DataFrame now yields other rows for a
+    part they committed. The rows are written in `config.parts` parts as `input_mode="any"` writes a
+    micro-batch (whatever `config.input_mode` says), under the app id `<app_id>.job.<job_id>`: its own
+    progress topic (`eos parts show --app <app_id> --job <job_id>`), group and transactional ids. Returns
+    the job's BatchSummary."""
+    if getattr(df, "isStreaming", False):
+        raise ConfigError(
+            "df", "is a streaming DataFrame: write it with df.writeStream.foreachBatch(eos.sink(config))"
+        )
+    job_app = job_app_id(config, job_id)
+    job_config = attrs.evolve(config, app_id=job_app, input_mode="any")
+    summaries: list[BatchSummary] = []
+    writer = Sink(
+        job_config,
+        process,
+        on_commit=on_commit,
+        process_batch=process_batch,
+        on_batch=summaries.append,
+        history_size=1,
+    )
+    try:
+        writer(df, JOB_BATCH_ID)
+    except Exception as exc:
+        # A part's refusal reaches the driver as the text of a failed Spark task: raised as itself.
+        refusal = raised_in_task(exc, NondeterministicBatchError)
+        if refusal is None or isinstance(exc, NondeterministicBatchError):
+            raise
+        part = re.search(r"\bpart (\d+)\b", refusal)
+        raise NondeterministicBatchError(
+            f"job {job_id!r}: {refusal.split(': ', 1)[1]}",
+            batch_id=JOB_BATCH_ID,
+            part=int(part.group(1)) if part else -1,
+        ) from exc
+    return summaries[-1]
+
+
+def job_app_id(config: Config, job_id: str) -> str:
+    """The app id of batch job `job_id` (ConfigError naming `job_id` where it cannot be one)."""
+    if not isinstance(job_id, str) or not re.match(r"^[A-Za-z0-9._-]+$", job_id):
+        raise ConfigError("job_id", f"{job_id!r} must be letters, digits, '.', '_' or '-'")
+    app = _names.job_app_id(config.app_id, job_id)
+    if len(app) > 200:
+        raise ConfigError(
+            "job_id", f"{job_id!r} is too long: '<app_id>.job.<job_id>' must be <= 200 characters"
+        )
+    return app
 
 
 def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -39,6 +39,7 @@ def add_commands(commands, leaf: Leaf) -> None:
     parts_cmd = subcommands(parts)
     pshow = leaf(parts_cmd, "show", "per part: the last batch it committed, its rows and digest")
     pshow.add_argument("--app", required=True, help="app_id (the consumer group)")
+    pshow.add_argument("--job", help="a batch job's id (eos.write): its parts instead of the stream's")
     pshow.add_argument("--json", action="store_true", help="JSON instead of a table")
     pshow.set_defaults(func=cmd_parts_show)
 
@@ -98,15 +99,19 @@ def cmd_ledger_show(args, config: Config, broker: Broker) -> int:
 
 
 def cmd_parts_show(args, config: Config, broker: Broker) -> int:
-    """input_mode "any": what each part's committed progress offset says (`eos._core._parts.Progress`)."""
-    app = config.app_id
+    """input_mode "any" and batch jobs: what each part's committed progress offset says
+    (`eos._core._parts.Progress`)."""
+    app = config.app_id if args.job is None else _names.job_app_id(config.app_id, args.job)
     topic = _names.parts_topic(app)
     count = broker.partitions([topic]).get(topic)
     if count is None:
-        raise CliError(
-            EXIT_UNKNOWN_APP, f"app {app!r} has no progress topic {topic!r}: it never ran in input_mode 'any'"
+        never = (
+            "it never ran in input_mode 'any'"
+            if args.job is None
+            else f"no job {args.job!r} of app {config.app_id!r} ran"
         )
-    entries = broker.committed_metadata(app, topic, count)
+        raise CliError(EXIT_UNKNOWN_APP, f"app {app!r} has no progress topic {topic!r}: {never}")
+    entries = broker.committed_metadata(app, topic, count)  # the group is the (job's) app id
     rows = []
     for part in range(count):
         offset, metadata = entries.get(part, (None, None))

@@ -1,0 +1,126 @@
+"""Batch jobs written exactly once (`eos.write(df, config, job_id)`): a re-run with the same job id writes
+nothing already in Kafka; a DataFrame that now yields other rows for a committed part fails with
+NondeterministicBatchError and writes nothing more; the driver SIGKILLed after some parts committed and the
+job run again: every row once, read_committed. Real broker, real Spark; the killed driver is
+tests/integration/batch_job_app.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+import eos
+from eos import testing
+from eos._kafka import _offsets
+from eos.sink import job_app_id
+from tests.integration.test_cli import cli, ok
+
+ROWS = 4_000
+PARTS = 4
+
+
+def _table(spark, path, rows: int) -> None:
+    (
+        spark.range(rows)
+        .selectExpr("CAST(id AS STRING) AS key", "CAST(concat('v', CAST(id AS STRING)) AS BINARY) AS value")
+        .write.mode("overwrite")
+        .parquet(str(path))
+    )
+
+
+def _output(bootstrap: str, topic: str) -> Counter:
+    records, hanging = testing.read_topic(bootstrap, topic, marker=testing.write_markers(bootstrap, topic))
+    assert hanging == []
+    return Counter(r.value for r in records)
+
+
+def _want(rows: int) -> Counter:
+    return Counter(b"v%d" % i for i in range(rows))
+
+
+def test_a_batch_job_is_written_once_per_job_id(spark, bootstrap, names, tmp_path):
+    output, app = names("job-out"), names("job-app")
+    testing.create_topic(bootstrap, output, 4)
+    table = tmp_path / "table"
+    _table(spark, table, ROWS)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=app,
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        parts=PARTS,
+    )
+    first = eos.write(spark.read.parquet(str(table)), config, "2026-11-27")
+    assert (first.records_out, first.skipped) == (ROWS, 0)
+    again = eos.write(spark.read.parquet(str(table)), config, "2026-11-27")
+    assert (again.records_out, again.skipped) == (0, ROWS), "a re-run writes nothing"
+    assert _output(bootstrap, output) == _want(ROWS), "each row once"
+
+    shown = json.loads(ok(cli(bootstrap, "parts", "show", "--app", app, "--job", "2026-11-27", "--json")))
+    assert [p["batch"] for p in shown["parts"]] == [0] * PARTS
+    assert sum(p["rows"] for p in shown["parts"]) == ROWS
+    assert cli(bootstrap, "parts", "show", "--app", app, "--job", "other").returncode != 0
+
+    # The table changed: the committed parts' rows differ, and nothing more is written.
+    _table(spark, table, ROWS + 10)
+    with pytest.raises(eos.NondeterministicBatchError, match="job '2026-11-27'"):
+        eos.write(spark.read.parquet(str(table)), config, "2026-11-27")
+    assert _output(bootstrap, output) == _want(ROWS), "nothing twice, nothing of the changed table"
+
+    with pytest.raises(eos.ConfigError, match="job_id"):
+        eos.write(spark.read.parquet(str(table)), config, "no spaces")
+    stream = spark.readStream.format("rate").load()
+    with pytest.raises(eos.ConfigError, match="streaming DataFrame"):
+        eos.write(stream, config, "x")
+
+
+def _committed_parts(config: eos.Config, job_id: str) -> int:
+    """How many parts of the job's progress topic have a committed offset (the job's group)."""
+    app = job_app_id(config, job_id)
+    job = eos.Config(bootstrap_servers=config.bootstrap_servers, app_id=app, output_topic="unused")
+    topic = f"{app}-eos-parts"
+    entries = _offsets.committed_entries(job, [(topic, p) for p in range(PARTS)], None, False, False)
+    return sum(1 for e in entries.values() if e is not None)
+
+
+def test_a_job_whose_driver_is_sigkilled_after_some_parts_committed_is_run_again_once(
+    spark, bootstrap, names, tmp_path
+):
+    output, app, job = names("jobkill-out"), names("jobkill-app"), "backfill-1"
+    testing.create_topic(bootstrap, output, 4)
+    table = tmp_path / "table"
+    _table(spark, table, ROWS)
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app, output_topic=output)
+    argv = [sys.executable, "-m", "tests.integration.batch_job_app", bootstrap, app, output, str(table)]
+    argv += [job, str(PARTS)]
+    log = tmp_path / "driver.log"
+    with open(log, "wb") as out:
+        driver = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    committed = 0
+    while committed == 0:  # the first part's commit: SIGKILL the driver and its workers
+        assert driver.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no part committed: {log.read_text()[-3000:]}"
+        time.sleep(0.05)
+        try:
+            committed = _committed_parts(config, job)
+        except eos.EosError:
+            committed = 0  # the progress topic does not exist yet
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    after_kill = _committed_parts(config, job)
+    assert 1 <= after_kill < PARTS, f"the kill did not land mid-job: {after_kill} of {PARTS} parts committed"
+
+    rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary["skipped"] > 0, "the re-run found committed parts and skipped them"
+    assert _output(bootstrap, output) == _want(ROWS), "every row once"
+    assert _committed_parts(config, job) == PARTS
