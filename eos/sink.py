@@ -32,7 +32,6 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos import _names
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
@@ -42,7 +41,15 @@ from eos._core._task import run_partition
 from eos._kafka import _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning
-from eos._spark._batch import batch_layout, check_output_topic, functions, input_provenance, task_slots
+from eos._spark._batch import (
+    JOB_BATCH_ID,
+    batch_layout,
+    check_output_topic,
+    functions,
+    input_provenance,
+    job_app_id,
+    task_slots,
+)
 from eos._spark._placement import place_batch
 from eos.config import Config
 from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
@@ -335,9 +342,6 @@ def raised_in_task(exc: BaseException, error: type[EosError]) -> str | None:
 #: `df.writeStream.foreachBatch(eos.sink(config, ...))`: the name a pipeline calls (see `Sink`).
 sink = Sink
 
-#: the batch id of a batch job: its one batch
-JOB_BATCH_ID = 0
-
 
 def write(
     df,
@@ -384,18 +388,6 @@ def write(
             part=int(part.group(1)) if part else -1,
         ) from exc
     return summaries[-1]
-
-
-def job_app_id(config: Config, job_id: str) -> str:
-    """The app id of batch job `job_id` (ConfigError naming `job_id` where it cannot be one)."""
-    if not isinstance(job_id, str) or not re.match(r"^[A-Za-z0-9._-]+$", job_id):
-        raise ConfigError("job_id", f"{job_id!r} must be letters, digits, '.', '_' or '-'")
-    app = _names.job_app_id(config.app_id, job_id)
-    if len(app) > 200:
-        raise ConfigError(
-            "job_id", f"{job_id!r} is too long: '<app_id>.job.<job_id>' must be <= 200 characters"
-        )
-    return app
 
 
 def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -5,9 +5,11 @@ coordinates are proven from (D3); and the user's functions, taken once per entry
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._core._job import Functions, OnCommit, Process, ProcessBatch
@@ -191,3 +193,20 @@ def check_output_topic(config: Config, log: Any = None) -> None:
     if config.on_error == "dead_letter":
         _topics.require(config, [config.dead_letter_topic], "dead-letter")
     _schemas.resolve(config, log)
+
+
+#: a batch job's one batch id (`eos.write`, `df.write.format("eos")`)
+JOB_BATCH_ID = 0
+
+
+def job_app_id(config: Config, job_id: Any) -> str:
+    """The app id batch job `job_id` of `config`'s app runs under (ConfigError naming `job_id` where it
+    cannot be one)."""
+    if not isinstance(job_id, str) or not re.match(r"^[A-Za-z0-9._-]+$", job_id):
+        raise ConfigError("job_id", f"{job_id!r} must be letters, digits, '.', '_' or '-'")
+    app = _names.job_app_id(config.app_id, job_id)
+    if len(app) > 200:
+        raise ConfigError(
+            "job_id", f"{job_id!r} is too long: '<app_id>.job.<job_id>' must be <= 200 characters"
+        )
+    return app

@@ -27,7 +27,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
 
 from eos._core import _parts
 from eos._core._arrow import Layout
@@ -38,7 +43,14 @@ from eos._core._task import run_partition
 from eos._kafka import _cluster, _java, _topics
 from eos._log import get_logger
 from eos._spark import _ledger
-from eos._spark._batch import batch_layout, check_output_topic, input_column, missing_input_column
+from eos._spark._batch import (
+    JOB_BATCH_ID,
+    batch_layout,
+    check_output_topic,
+    input_column,
+    job_app_id,
+    missing_input_column,
+)
 from eos._spark._placement import placement_of
 from eos.config import Config, dotted_field
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError, NondeterministicBatchError
@@ -65,6 +77,9 @@ SNAPSHOT_DIR = "eos-snapshots"
 _GROUPS = ("producer.", "consumer.", "admin.", "schema.registry.")
 #: Spark's batch id of the micro-batch a task belongs to (a local property Spark sets per batch).
 _BATCH_ID = "streaming.sql.batchId"
+#: `df.write.format("eos")`: the batch job's id (`eos.write`'s job_id)
+JOB_ID_OPTION = "eos.job.id"
+
 _QUERY_ID = "sql.streaming.queryId"
 
 
@@ -209,12 +224,32 @@ class EosDataSource(DataSource):
             _cluster.check_transaction_timeout(settings.config)
         return _Writer(settings, layout, self.functions, placement)
 
-    def writer(self, schema, overwrite: bool):
-        raise ConfigError(
-            "format",
-            '"eos" writes streams only (df.writeStream.format("eos")): it commits input offsets,'
-            " which a batch write has none of",
-        )
+    def writer(self, schema, overwrite: bool) -> _JobWriter:
+        """`df.write.format("eos")`: a batch job (`eos.write`), named by the option `eos.job.id`."""
+        job_id = next((v for k, v in self.options.items() if k.lower() == JOB_ID_OPTION), None)
+        if job_id is None:
+            raise ConfigError(
+                JOB_ID_OPTION,
+                'a batch write (df.write.format("eos")) is a batch job: name it with .option("eos.job.id",'
+                " ...); a re-run with the same id writes only what its earlier runs did not commit",
+            )
+        options = {k: v for k, v in self.options.items() if k.lower() != JOB_ID_OPTION}
+        settings = settings_of(options)
+        config = settings.config
+        config = attrs.evolve(config, app_id=job_app_id(config, job_id), input_mode="any")
+        placement = _placed(schema, options, config)
+        config = attrs.evolve(config, parts=placement.parts)
+        own = (_parts.PART_COLUMN, _parts.HASH_COLUMN)
+        dtypes = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name not in own]
+        layout, _ = batch_layout(config, dtypes, self.functions.any, self.functions.process_batch is not None)
+        if self.functions.stores:
+            raise ConfigError("stores", "a batch job has no state stores (see eos.write)")
+        _topics.ensure_parts_topic(config)
+        check_output_topic(config)
+        if config.exactly_once:
+            _cluster.check_transaction_timeout(config)
+        settings = attrs.evolve(settings, config=config, ledger=None)
+        return _JobWriter(_Writer(settings, layout, self.functions, placement, batch_id=JOB_BATCH_ID))
 
 
 def source_class(name: str, functions: Functions) -> type[EosDataSource]:
@@ -250,17 +285,22 @@ class _Writer(*_WRITER_BASES):
         layout: Layout,
         functions: Functions,
         placement: _parts.Placement | None = None,
+        batch_id: int | None = None,
     ) -> None:
         self.settings = settings
         self.layout = layout
         self.functions = functions
         self.placement = placement
+        #: a batch job's one batch id; None: Spark's, per micro-batch
+        self.batch_id = batch_id
 
     def write(self, iterator: Iterator[Any]) -> EosCommit:  # S2, on an executor
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        batch_id = int(context.getLocalProperty(_BATCH_ID) or -1)
+        batch_id = (
+            self.batch_id if self.batch_id is not None else int(context.getLocalProperty(_BATCH_ID) or -1)
+        )
         if self.placement is not None:
             # eos.place made Spark's partition p part p (docs/design.md); P0 as the sink does it, per task.
             self._check_placement(batch_id, context.partitionId())
@@ -372,3 +412,19 @@ class _Writer(*_WRITER_BASES):
         _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)
         if query is not None:
             _ledger.announce(query, self.settings.ledger)
+
+
+class _JobWriter(DataSourceArrowWriter):
+    """`df.write.format("eos")`: each Spark partition of the placed rows is a part of the job's one batch."""
+
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
+
+    def write(self, iterator: Iterator[Any]) -> EosCommit:  # on an executor
+        return self.writer.write(iterator)
+
+    def commit(self, messages: list[EosCommit | None]) -> None:  # on the driver
+        self.writer._record(messages, JOB_BATCH_ID, "committed")
+
+    def abort(self, messages: list[EosCommit | None]) -> None:
+        self.writer._record(messages, JOB_BATCH_ID, "failed")
