@@ -184,7 +184,7 @@ def _serializer(field: str) -> Callable[[Any], str | None]:
 
     def convert(value: Any) -> str | None:
         word = "" if value is None else str(value).strip().lower()
-        if word in _BYTES_SERIALIZERS or word.replace("serializer", "deserializer") in _BYTES_SERIALIZERS:
+        if word in _BYTES_SERIALIZERS or word.replace("deserializer", "serializer") in _BYTES_SERIALIZERS:
             return None
         try:
             return names[word]

@@ -13,23 +13,31 @@ cannot be reached is not a bad record and raises.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
 import json
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import pyarrow as pa
 
 from eos._kafka._schemas import client_of
+from eos.config import redact_url
 from eos.errors import ConfigError, SchemaRegistryError
 
 FORMATS = ("avro", "protobuf", "json_schema")
 
 
 def _repr_settings(settings: tuple) -> str:
-    return repr({k: ("***" if k != "url" else v) for k, v in settings})
+    return repr({k: (redact_url(str(v)) if k == "url" else "***") for k, v in settings})
+
+
+def _key(settings: tuple) -> str:
+    return repr([(k, str(v)) for k, v in settings])
 
 
 @attrs.frozen
@@ -37,8 +45,11 @@ class Reading:
     """What a worker needs to read one column: shipped to the executors inside the UDF."""
 
     format: str
-    #: the registry client's settings (confluent-kafka's names), as sorted items; secrets kept out of reprs
-    registry: tuple[tuple[str, str], ...] = attrs.field(repr=_repr_settings)
+    #: the registry client's settings (confluent-kafka's names, values as given: numbers, a token
+    #: provider function), as items sorted by name; secrets kept out of reprs. Equal by their text.
+    registry: tuple[tuple[str, Any], ...] = attrs.field(
+        repr=_repr_settings, eq=attrs.cmp_using(eq=lambda a, b: _key(a) == _key(b)), hash=False
+    )
     #: Avro: the reader schema with those it references (`avro_bundle`); JSON Schema: the schema;
     #: Protobuf: the generated message class's import path
     schema: str
@@ -64,28 +75,42 @@ def _framed(data: bytes) -> tuple[int, memoryview]:
     return int.from_bytes(data[1:5], "big"), memoryview(data)[5:]
 
 
+#: how long a schema id the registry said it does not have is taken as unknown before asking again
+_UNKNOWN_FOR_S = 30.0
+
+
 class _Avro:
     def __init__(self, reading: Reading) -> None:
         import fastavro
 
         self.fastavro = fastavro
         self.client = client_of(dict(reading.registry))
-        self.reader = parse_bundle(reading.schema)
+        # Logical types are read as their underlying types and converted by the reader's (`_converter`):
+        # fastavro would convert by the writer's, and a long read as a timestamp-millis would be wrong.
+        self.reader = parse_bundle(reading.schema, logical=False)
         self.reader_bundle = reading.schema
-        #: schema id -> (parsed writer schema, whether it is the reader's own), or the reason it is unusable
-        self.writers: dict[int, tuple[Any, bool] | str] = {}
+        main, named = _named(reading.schema)
+        self.convert = _converter(main, named, frozenset())
+        #: schema id -> (parsed writer schema, whether it is the reader's own)
+        self.writers: dict[int, tuple[Any, bool]] = {}
+        #: schema id -> (why it cannot be used, since when): asked again after _UNKNOWN_FOR_S
+        self.unknown: dict[int, tuple[str, float]] = {}
 
     def writer(self, schema_id: int) -> tuple[Any, bool]:
         known = self.writers.get(schema_id)
-        if known is None:
-            try:
-                bundle = avro_bundle(self.client, schema_id=schema_id)
-                known = (parse_bundle(bundle), bundle == self.reader_bundle)
-            except _Bad as exc:
-                known = str(exc)
-            self.writers[schema_id] = known
-        if isinstance(known, str):
-            raise _Bad(known)
+        if known is not None:
+            return known
+        refused = self.unknown.get(schema_id)
+        if refused is not None and time.monotonic() - refused[1] < _UNKNOWN_FOR_S:
+            raise _Bad(refused[0])
+        try:
+            bundle = avro_bundle(self.client, schema_id=schema_id)
+            known = (parse_bundle(bundle, logical=False), bundle == self.reader_bundle)
+        except _Bad as exc:
+            self.unknown[schema_id] = (str(exc), time.monotonic())
+            raise
+        self.writers[schema_id] = known
+        self.unknown.pop(schema_id, None)
         return known
 
     def read(self, data: bytes) -> Any:
@@ -107,7 +132,67 @@ class _Avro:
                 f"corrupt Avro body (writer schema id {schema_id}): {len(body) - stream.tell()} bytes left"
                 " over after the record"
             )
+        if self.convert is not None:
+            try:
+                value = self.convert(value)
+            except (OverflowError, ValueError, decimal.InvalidOperation) as exc:
+                raise _Bad(
+                    f"a value out of its logical type's range (writer schema id {schema_id}): {exc}"
+                ) from None
         return value
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_LOCAL = datetime.datetime(1970, 1, 1)
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+
+
+def _converter(schema: Any, named: Mapping[str, Any], seen: frozenset) -> Callable[[Any], Any] | None:
+    """The function that turns a value read without logical types into the reader schema's logical
+    values (None where the schema has none)."""
+    if isinstance(schema, str):
+        if schema in _AVRO_PRIMITIVES or schema == "null" or schema in seen or schema not in named:
+            return None
+        return _converter(named[schema], named, seen | {schema})
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            return None
+        inner = _converter(branches[0], named, seen)
+        return None if inner is None else (lambda v: None if v is None else inner(v))
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if kind == "long" and logical in ("timestamp-millis", "timestamp-micros"):
+        unit = "milliseconds" if logical.endswith("millis") else "microseconds"
+        return lambda v: _EPOCH + datetime.timedelta(**{unit: v})
+    if kind == "long" and logical in ("local-timestamp-millis", "local-timestamp-micros"):
+        unit = "milliseconds" if logical.endswith("millis") else "microseconds"
+        return lambda v: _EPOCH_LOCAL + datetime.timedelta(**{unit: v})
+    if kind == "int" and logical == "date":
+        return lambda v: _EPOCH_DATE + datetime.timedelta(days=v)
+    if kind in ("bytes", "fixed") and logical == "decimal":
+        scale = int(schema.get("scale", 0))
+        return lambda v: decimal.Decimal(int.from_bytes(v, "big", signed=True)).scaleb(-scale)
+    if kind == "record":
+        fields = [(f["name"], _converter(f["type"], named, seen)) for f in schema["fields"]]
+        fields = [(name, c) for name, c in fields if c is not None]
+        if not fields:
+            return None
+
+        def record(v: dict) -> dict:
+            for name, c in fields:
+                v[name] = c(v[name])
+            return v
+
+        return record
+    if kind == "array":
+        item = _converter(schema["items"], named, seen)
+        return None if item is None else (lambda v: [item(x) for x in v])
+    if kind == "map":
+        value = _converter(schema["values"], named, seen)
+        return None if value is None else (lambda v: {k: value(x) for k, x in v.items()})
+    if isinstance(kind, str | list | dict) and kind not in ("enum", "fixed", "record", "array", "map"):
+        return _converter(kind, named, seen)
+    return None
 
 
 class _Protobuf:
@@ -203,7 +288,8 @@ def avro_bundle(
         _references(client, schema.references or [], texts, set())
         texts.append(schema.schema_str)
     except sr.SchemaRegistryError as exc:
-        if exc.http_status_code == 404:
+        # 40401 subject, 40402 version, 40403 schema not found; another 404 is a wrong URL, not a record
+        if exc.http_status_code == 404 and exc.error_code in (40401, 40402, 40403):
             raise _Bad(f"{where} is not in the registry") from None
         raise SchemaRegistryError(
             f"the Schema Registry refused the look-up of {where}: HTTP {exc.http_status_code}:"
@@ -231,12 +317,15 @@ def _references(client: Any, references: Sequence[Any], texts: list[str], seen: 
         texts.append(registered.schema.schema_str)
 
 
-def parse_bundle(bundle: str) -> Any:
-    """fastavro's parsed schema of an `avro_bundle`; raises _Bad if fastavro cannot parse it."""
+def parse_bundle(bundle: str, logical: bool = True) -> Any:
+    """fastavro's parsed schema of an `avro_bundle` (`logical` False: its logical types left out, the
+    values read as their underlying types); raises _Bad if fastavro cannot parse it."""
     import fastavro
 
     named: dict[str, Any] = {}
     *references, main = json.loads(bundle)
+    if not logical:
+        references, main = [_underlying(r) for r in references], _underlying(main)
     try:
         for schema in references:
             fastavro.parse_schema(schema, named_schemas=named)
@@ -245,15 +334,26 @@ def parse_bundle(bundle: str) -> Any:
         raise _Bad(f"not an Avro schema fastavro can read: {exc}") from None
 
 
-def expanded(bundle: str) -> dict[str, Any]:
-    """The bundle's schema with every named type written out where it is used (a Spark type's source)."""
+def _underlying(schema: Any) -> Any:
+    """`schema` with its logical types left out."""
+    if isinstance(schema, dict):
+        return {k: _underlying(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [_underlying(v) for v in schema]
+    return schema
+
+
+def _named(bundle: str) -> tuple[Any, dict[str, Any]]:
+    """The bundle's schema and every named type it may use by name (full names), as plain dicts: what
+    Arrow types and logical conversions are made of."""
     import fastavro
 
     named: dict[str, Any] = {}
     *references, main = json.loads(bundle)
     for schema in references:
         fastavro.parse_schema(schema, named_schemas=named)
-    return _plain(fastavro.parse_schema(main, named_schemas=named, expand=True))
+    parsed = fastavro.parse_schema(main, named_schemas=named)
+    return _plain(parsed), {name: _plain(schema) for name, schema in named.items()}
 
 
 def _plain(schema: Any) -> Any:
@@ -276,8 +376,10 @@ def message_dict(message: Any) -> dict[str, Any]:
             out[field.name] = {k: _scalar(sub, v) for k, v in value.items()}
         elif _repeated(field):
             out[field.name] = [_scalar(field, v) for v in value]
-        elif field.message_type is not None and not message.HasField(field.name):
-            out[field.name] = None
+        elif getattr(field, "has_presence", field.message_type is not None) and not message.HasField(
+            field.name
+        ):
+            out[field.name] = None  # unset: a message, a proto3 `optional`, a oneof's other branches
         else:
             out[field.name] = _scalar(field, value)
     return out
@@ -294,7 +396,12 @@ def _scalar(field: Any, value: Any) -> Any:
     if field.enum_type is not None:
         named = field.enum_type.values_by_number.get(value)
         return named.name if named is not None else str(value)
+    if field.type in _UNSIGNED_64 and value >= 1 << 63:
+        return value - (1 << 64)  # a uint64 in Spark's long, as Spark's from_protobuf gives it
     return value
+
+
+_UNSIGNED_64 = (4, 6)  # FieldDescriptor.TYPE_UINT64, TYPE_FIXED64
 
 
 def _sr() -> Any:
@@ -313,10 +420,10 @@ def registry_settings(registry: str | Mapping[str, Any] | Any) -> tuple[tuple[st
         raise ConfigError(
             "registry", "a Schema Registry URL, a mapping of client settings with 'url', or an eos.Config"
         )
-    return tuple(sorted((str(k), str(v)) for k, v in settings.items()))
+    return tuple(sorted(((str(k), v) for k, v in settings.items()), key=lambda kv: kv[0]))
 
 
-def subject_schema(settings: tuple[tuple[str, str], ...], subject: str, version: int | None) -> str:
+def subject_schema(settings: tuple[tuple[str, Any], ...], subject: str, version: int | None) -> str:
     """The driver's look-up of a reader schema by subject: its bundle."""
     try:
         return avro_bundle(client_of(dict(settings)), subject=subject, version=version)
@@ -341,7 +448,8 @@ def arrow_type(reading: Reading) -> pa.DataType:
     """The Arrow type the values of `reading` are read into: the types Spark's `from_avro` and
     `from_protobuf` give (enums as names); ConfigError naming `schema` / `message` for what has none."""
     if reading.format == "avro":
-        return _avro(expanded(reading.schema), "")
+        main, named = _named(reading.schema)
+        return _avro(main, "", named, frozenset())
     if reading.format == "protobuf":
         from eos._kafka._schemas import message_class
 
@@ -364,16 +472,20 @@ _AVRO_PRIMITIVES = {
 }
 
 
-def _avro(schema: Any, path: str) -> pa.DataType:
+def _avro(schema: Any, path: str, named: Mapping[str, Any], seen: frozenset) -> pa.DataType:
     where = path or "the schema"
     if isinstance(schema, str):
         if schema in _AVRO_PRIMITIVES:
             return _AVRO_PRIMITIVES[schema]
+        if schema in named:
+            if schema in seen:
+                raise ConfigError("schema", f"{where}: {schema} is recursive; a Spark struct cannot be")
+            return _avro(named[schema], path, named, seen | {schema})
         raise ConfigError("schema", f"{where}: Avro type {schema!r} has no Spark type here")
     if isinstance(schema, list):
         branches = [s for s in schema if s != "null"]
         if len(branches) == 1:
-            return _avro(branches[0], path)
+            return _avro(branches[0], path, named, seen)
         raise ConfigError(
             "schema", f'{where}: a union of {len(branches)} non-null types; only ["null", T] unions are read'
         )
@@ -385,27 +497,37 @@ def _avro(schema: Any, path: str) -> pa.DataType:
     if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
         return pa.timestamp("us")
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        return pa.decimal128(schema["precision"], schema.get("scale", 0))
+        precision, scale = schema.get("precision"), schema.get("scale", 0)
+        if not isinstance(precision, int) or not 0 < precision <= 38 or not 0 <= scale <= precision:
+            raise ConfigError(
+                "schema", f"{where}: decimal({precision}, {scale}) has no Spark type (precision 1-38)"
+            )
+        return pa.decimal128(precision, scale)
     if logical in ("time-millis", "time-micros", "uuid"):
         raise ConfigError("schema", f"{where}: logical type {logical!r} is not read yet")
     if kind == "record":
+        name = schema.get("name")
+        inner = seen | {name} if name else seen
         fields = []
         for f in schema["fields"]:
             sub = f"{path}.{f['name']}".lstrip(".")
-            fields.append(pa.field(f["name"], _avro(f["type"], sub), nullable=_nullable(f["type"])))
+            fields.append(
+                pa.field(f["name"], _avro(f["type"], sub, named, inner), nullable=_nullable(f["type"]))
+            )
         return pa.struct(fields)
     if kind == "enum":
         return pa.string()
     if kind == "fixed":
         return pa.binary()
     if kind == "array":
-        return pa.list_(pa.field("element", _avro(schema["items"], f"{path}[]"), _nullable(schema["items"])))
+        items = schema["items"]
+        return pa.list_(pa.field("element", _avro(items, f"{path}[]", named, seen), _nullable(items)))
     if kind == "map":
+        values = schema["values"]
         return pa.map_(
-            pa.string(),
-            pa.field("value", _avro(schema["values"], f"{path}{{}}"), _nullable(schema["values"])),
+            pa.string(), pa.field("value", _avro(values, f"{path}{{}}", named, seen), _nullable(values))
         )
-    return _avro(kind, path)
+    return _avro(kind, path, named, seen)
 
 
 def _nullable(schema: Any) -> bool:
@@ -478,9 +600,17 @@ def _json(schema: Any, path: str) -> pa.DataType:
     )
 
 
-def to_arrow(read: Read, arrow: pa.DataType) -> tuple[pa.Array, list[str | None]]:
+def to_arrow(read: Read, arrow: pa.DataType, strict: bool = False) -> tuple[pa.Array, list[str | None]]:
     """The values of `read` as one Arrow array of type `arrow`; a value that does not fit it (JSON's may
-    not) is null, with its error."""
+    not) is null, with its error. `strict` (JSON): each value's Python types checked first, since Arrow
+    would turn 1.5 into the integer 1 and true into 1.0."""
+    if strict:
+        values, errors = list(read.values), list(read.errors)
+        for i, value in enumerate(values):
+            why = _unfit(value, arrow, "")
+            if why is not None:
+                values[i], errors[i] = None, f"the value does not fit the reader's type: {why}"
+        read = Read(values, errors)
     errors = list(read.errors)
     try:
         return pa.array(read.values, arrow), errors
@@ -508,8 +638,7 @@ class Deserializers:
             schema = getattr(config, f"{field}_deserializer_schema")
             try:
                 if kind == "avro":
-                    settings = tuple(sorted((k, str(v)) for k, v in config.schema_registry.items()))
-                    reading = Reading(kind, settings, own_schema(schema))
+                    reading = Reading(kind, registry_settings(config), own_schema(schema))
                 else:
                     reading = Reading(kind, (), schema)
                 self.fields[field] = (reading, arrow_type(reading))
@@ -525,9 +654,44 @@ class Deserializers:
         unreadable: dict[int, str] = {}
         for field, (reading, arrow) in self.fields.items():
             index = chunk.schema.get_field_index(field)
-            values, errors = to_arrow(read(reading, chunk.column(index).to_pylist()), arrow)
+            values, errors = to_arrow(
+                read(reading, chunk.column(index).to_pylist()), arrow, strict=reading.format == "json_schema"
+            )
             for row, error in enumerate(errors):
                 if error is not None and row not in unreadable:
                     unreadable[row] = f"the {field} cannot be read as {reading.format}: {error}"
             chunk = chunk.set_column(index, pa.field(field, arrow), values)
         return chunk, unreadable
+
+
+def _unfit(value: Any, arrow: pa.DataType, path: str) -> str | None:
+    """Why a JSON value does not fit `arrow` (None where it does)."""
+    if value is None:
+        return None
+    where = path or "the value"
+    if pa.types.is_struct(arrow):
+        if not isinstance(value, dict):
+            return f"{where} is {type(value).__name__}, not an object"
+        for field in arrow:
+            why = _unfit(value.get(field.name), field.type, f"{path}.{field.name}".lstrip("."))
+            if why is not None:
+                return why
+        return None
+    if pa.types.is_list(arrow):
+        if not isinstance(value, list):
+            return f"{where} is {type(value).__name__}, not an array"
+        return next(
+            (w for i, v in enumerate(value) if (w := _unfit(v, arrow.value_type, f"{path}[{i}]"))), None
+        )
+    if pa.types.is_integer(arrow):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{where} is {type(value).__name__}, not an integer"
+        return None if -(1 << 63) <= value < 1 << 63 else f"{where} is out of a long's range"
+    if pa.types.is_floating(arrow):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else f"{where} is {type(value).__name__}, not a number"
+    if pa.types.is_boolean(arrow):
+        return None if isinstance(value, bool) else f"{where} is {type(value).__name__}, not a boolean"
+    if pa.types.is_string(arrow):
+        return None if isinstance(value, str) else f"{where} is {type(value).__name__}, not a string"
+    return None

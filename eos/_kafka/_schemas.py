@@ -379,7 +379,11 @@ class Serializers:
         self, field: str, column: Any, outputs: Outputs, in_topic: str, in_partition: int
     ) -> pa.Array:
         function = self.functions[field]
-        items = column.to_pylist() if isinstance(column, pa.Array | pa.ChunkedArray) else column
+        items = (
+            column.to_pylist(maps_as_pydicts="strict")  # a map as a dict, as the serializers take it
+            if isinstance(column, pa.Array | pa.ChunkedArray)
+            else column
+        )
         topics = outputs.topic if isinstance(outputs.topic, list) else None
         default = outputs.topic if topics is None else self.config.output_topic
         context = _context(default, field)

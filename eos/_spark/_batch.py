@@ -13,7 +13,7 @@ from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._core._job import Functions, OnCommit, Process, ProcessBatch
-from eos._kafka import _schemas, _topics
+from eos._kafka import _decoders, _schemas, _topics
 from eos._spark import _partitioning
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError
@@ -89,14 +89,16 @@ def batch_layout(
     if out_timestamp is not None:
         check(out_timestamp, _TIMESTAMPS, "named by output_timestamp_column")
     for field in ("value", "key"):
-        if getattr(config, f"{field}_deserializer") is not None:
-            check(field, ("binary",), f"read by {field}_deserializer: the Kafka source's bytes")
-    if not has_process and config.value_deserializer is not None and config.value_serializer is None:
-        raise ConfigError(
-            "value_deserializer",
-            "the value is read into a struct, which is written only through a value_serializer: set one,"
-            " or give the sink a process or process_batch function",
-        )
+        if getattr(config, f"{field}_deserializer") is None:
+            continue
+        check(field, ("binary",), f"read by {field}_deserializer: the Kafka source's bytes")
+        if not has_process and getattr(config, f"{field}_serializer") is None:
+            raise ConfigError(
+                f"{field}_deserializer",
+                f"the {field} is read into a struct, which is written only through a {field}_serializer:"
+                " set one, or give the sink a process or process_batch function",
+            )
+    _decoders.Deserializers.of(config)  # a reader schema that cannot work, refused here, not in every task
     if has_process:
         # `process` / `process_batch` see whole rows; eos reads only the input coordinates from them.
         return Layout(out_topic=out_topic, out_partition=out_partition, out_timestamp=out_timestamp), names

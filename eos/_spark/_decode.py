@@ -46,6 +46,8 @@ def from_confluent_avro(
         raise ConfigError(
             "schema", "give the reader schema as `schema` (Avro text) or `subject`, one of them"
         )
+    if version is not None and subject is None:
+        raise ConfigError("version", "is a version of `subject`: give a subject with it")
     bundle = (
         _decoders.own_schema(schema)
         if schema is not None
@@ -87,8 +89,13 @@ def _column(reading: Reading, data: Any, mode: str, coordinates: Sequence[str] |
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StringType, StructField, StructType
 
+    mode = str(mode).upper()
     if mode not in MODES:
         raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
+    if coordinates is not None and len(coordinates) != 3:
+        raise ConfigError("coordinates", "names the topic, partition and offset columns, or is None")
+    if mode != "FAILFAST":
+        coordinates = None  # only an error names a record
     arrow = _decoders.arrow_type(reading)
     spark_type = from_arrow_type(arrow, prefer_timestamp_ntz=True)
     pair = StructType([StructField("value", spark_type), StructField("error", StringType())])
@@ -144,5 +151,6 @@ def _udf(reading: Reading, arrow: Any, pair: Any, fail: bool, named: bool):
 def fit(reading: Reading, arrow: Any, data: list) -> tuple[list, list]:
     """`data` read, each value checked against the reader's Arrow type (JSON's may not fit); the values
     (None where one cannot be read) and the errors."""
-    values, errors = _decoders.to_arrow(_decoders.read(reading, data), arrow)
-    return values.to_pylist(), errors
+    strict = reading.format == "json_schema"
+    values, errors = _decoders.to_arrow(_decoders.read(reading, data), arrow, strict=strict)
+    return values.to_pylist(maps_as_pydicts="strict"), errors  # PySpark takes a map as a dict

@@ -6,6 +6,7 @@ record that cannot be read is null (PERMISSIVE) or fails the query naming its to
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
@@ -24,6 +25,7 @@ from eos._kafka._decoders import Reading
 from eos._spark._decode import fit
 from tests.support import trades as trades_support
 from tests.support.orders_pb2 import Order
+from tests.support.readings_pb2 import Reading as ReadingMessage
 
 
 def _trade(*extra: dict) -> str:
@@ -404,3 +406,99 @@ def test_a_deserializer_setting_that_cannot_work_is_refused_naming_it(
     df = spark.createDataFrame([("t", 0, 0, b"x")], "topic string, partition int, offset long, value binary")
     with pytest.raises(eos.ConfigError, match="value_serializer"):
         eos.sink(config)(df, 0)
+    registry = {"schema_registry": {"url": schema_registry.url}}
+    keyed = eos.Config(**base, key_deserializer="avro", key_deserializer_schema=V1, **registry)
+    df = spark.createDataFrame(
+        [("t", 0, 0, b"x", b"k")], "topic string, partition int, offset long, value binary, key binary"
+    )
+    with pytest.raises(eos.ConfigError, match="key_serializer"):
+        eos.sink(keyed)(df, 0)
+    broken = eos.Config(
+        **base, value_deserializer="avro", value_deserializer_schema='{"type": "recrd"}', **registry
+    )
+    with pytest.raises(eos.ConfigError, match="value_deserializer_schema"):
+        eos.sink(broken, trades_support.symbol)(df, 0)  # on the driver, before any task
+    plain = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
+    assert eos.Config(**base, value_deserializer=plain).value_deserializer is None
+
+
+def test_logical_types_and_maps_are_read_by_the_reader_schema(spark, bootstrap, names, schema_registry):
+    """A writer of plain longs, ints and bytes read by a reader whose fields are timestamps, a date and a
+    decimal (compatible: Avro resolves logical types by their underlying types) gives the reader's
+    values, as Spark's from_avro does; a map reads as a map."""
+    topic = names("dec-logical")
+    testing.create_topic(bootstrap, topic, 1)
+    plain = {
+        "type": "record",
+        "name": "E",
+        "fields": [
+            {"name": "ts", "type": "long"},
+            {"name": "day", "type": "int"},
+            {"name": "amount", "type": "bytes"},
+            {"name": "counts", "type": {"type": "map", "values": "long"}},
+        ],
+    }
+    logical = json.loads(json.dumps(plain))
+    logical["fields"][0]["type"] = {"type": "long", "logicalType": "timestamp-millis"}
+    logical["fields"][1]["type"] = {"type": "int", "logicalType": "date"}
+    logical["fields"][2]["type"] = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    row = {
+        "ts": 1_700_000_000_123,
+        "day": 19_000,
+        "amount": (-1234).to_bytes(2, "big", signed=True),
+        "counts": {"a": 1},
+    }
+    _produce(bootstrap, topic, _framed(topic, AvroSerializer(client, json.dumps(plain)), [row]))
+    df = _kafka(spark, bootstrap, topic)
+    read = eos.from_confluent_avro(
+        "value", {"url": schema_registry.url, "timeout": 10}, schema=json.dumps(logical)
+    )
+    ((ms, got),) = [
+        (r.ms, r.e) for r in df.select(F.unix_millis(read["ts"]).alias("ms"), read.alias("e")).collect()
+    ]
+    assert ms == 1_700_000_000_123, "the writer's long, as the reader's timestamp-millis"
+    assert got.day == datetime.date(2022, 1, 8) and str(got.amount) == "-12.34" and got.counts == {"a": 1}
+
+
+def test_json_and_protobuf_values_are_read_as_their_types_say(names, schema_registry):
+    """JSON values of another type than the reader's are unreadable, not coerced (1.5 is no integer);
+    Protobuf keeps presence (an unset optional or oneof branch is null, not 0) and reads a uint64 above
+    2^63 as Spark's from_protobuf does (wrapped into a long)."""
+    schema = json.dumps({"type": "object", "properties": {"i": {"type": "integer"}, "n": {"type": "number"}}})
+    reading = Reading("json_schema", (), schema)
+    body = [
+        b"\x00\x00\x00\x00\x01" + json.dumps(v).encode() for v in ({"i": 1, "n": 2}, {"i": 1.5}, {"n": True})
+    ]
+    values, errors = fit(reading, _decoders.arrow_type(reading), body)
+    assert values == [{"i": 1, "n": 2.0}, None, None]
+    assert errors[1].endswith("i is float, not an integer") and errors[2].endswith("n is bool, not a number")
+
+    reading = Reading("protobuf", (), "tests.support.readings_pb2.Reading")
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    serialize = ProtobufSerializer(ReadingMessage, client, {"use.deprecated.format": False})
+    topic = names("dec-presence")
+    message = ReadingMessage(b=7, u64=2**63 + 5)
+    message.counts["k"] = 3
+    values, errors = fit(
+        reading, _decoders.arrow_type(reading), _framed(topic, serialize, [message, ReadingMessage(opt=0)])
+    )
+    assert errors == [None, None]
+    assert values[0] == {
+        "opt": None,
+        "a": None,
+        "b": 7,
+        "u64": 2**63 + 5 - 2**64,
+        "counts": {"k": 3},
+        "inner": None,
+    }
+    assert values[1]["opt"] == 0 and values[1]["b"] is None
+
+
+def test_a_registry_that_is_not_one_is_an_error_not_a_bad_record(names, schema_registry):
+    """A 404 that is not the registry's 'schema not found' (a wrong URL path) fails loudly: it is not
+    every record's fault."""
+    wrong = schema_registry.url.replace("/v7", "/v9")
+    reading = Reading("avro", _decoders.registry_settings(wrong), _decoders.own_schema(V1))
+    with pytest.raises(eos.SchemaRegistryError, match="HTTP 404"):
+        fit(reading, _decoders.arrow_type(reading), [b"\x00\x00\x00\x00\x01\x02A\x02"])
