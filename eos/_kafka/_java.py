@@ -104,8 +104,14 @@ SETTINGS: dict[str, Rule] = {
     "max.poll.records": Rule("ignored", note="Java's poll() batching; eos's consumers fetch by bytes"),
     "check.crcs": _same(),
     "client.rack": _same(),
-    "key.deserializer": Rule("ignored", note="Spark's Kafka source reads bytes"),
-    "value.deserializer": Rule("ignored", note="Spark's Kafka source reads bytes"),
+    "key.deserializer": Rule(
+        "ignored",
+        note="Spark's Kafka source reads bytes; eos reads Schema Registry keys with eos.key.deserializer",
+    ),
+    "value.deserializer": Rule(
+        "ignored",
+        note="Spark's Kafka source reads bytes; eos reads Schema Registry values with eos.value.deserializer",
+    ),
     "default.api.timeout.ms": Rule("ignored", note="eos bounds its own waits with eos.operation.timeout.ms"),
     # -- every client
     "client.id": _same(),
