@@ -22,8 +22,12 @@ BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
 # Spark's Kafka connector, fetched for the PySpark the venv has (one folder per Spark version).
 PYSPARK_VERSION := $(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
-# The tests' Schema Registry: Apicurio Registry, built from Maven Central (docker/maven/registry-pom.xml).
-REGISTRY_STAMP := $(EOS_CACHE)/registry/.built
+# The tests' Schema Registry: Apicurio Registry, built from Maven Central (docker/maven/registry-pom.xml)
+# once per version of that pom into ~/.cache/eos (it never changes; clones share it). EOS_REGISTRY_HOME
+# moves it; tests/support/apicurio.py finds it the same way.
+EOS_REGISTRY_HOME ?= $(HOME)/.cache/eos/registry-$(shell sha1sum docker/maven/registry-pom.xml | cut -c1-12)
+export EOS_REGISTRY_HOME
+REGISTRY_STAMP := $(EOS_REGISTRY_HOME)/.built
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
@@ -58,13 +62,13 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).
 $(REGISTRY_STAMP): docker/maven/registry-pom.xml docker/maven/registry-settings.xml
-	@echo "== Apicurio Registry (the tests' Schema Registry) via Maven (~/.m2, ~230 MB the first time) into $(EOS_CACHE)/registry"
-	rm -rf $(EOS_CACHE)/registry && mkdir -p $(EOS_CACHE)/registry
-	cp docker/maven/registry-pom.xml $(EOS_CACHE)/registry/pom.xml
+	@echo "== Apicurio Registry (the tests' Schema Registry) via Maven (~/.m2, ~230 MB the first time) into $(EOS_REGISTRY_HOME)"
+	rm -rf $(EOS_REGISTRY_HOME) && mkdir -p $(EOS_REGISTRY_HOME)
+	cp docker/maven/registry-pom.xml $(EOS_REGISTRY_HOME)/pom.xml
 	@set -o pipefail; mvn -B -Dstyle.color=never -s docker/maven/registry-settings.xml $(MVN_ARGS) \
-	  -f $(EOS_CACHE)/registry/pom.xml package '-D%prod.quarkus.package.type=fast-jar' \
+	  -f $(EOS_REGISTRY_HOME)/pom.xml package '-D%prod.quarkus.package.type=fast-jar' \
 	  -Dquarkus.class-loading.removed-artifacts=io.apicurio:apicurio-registry-app | $(MVN_SHOW)
-	test -f $(EOS_CACHE)/registry/target/quarkus-app/quarkus-run.jar
+	test -f $(EOS_REGISTRY_HOME)/target/quarkus-app/quarkus-run.jar
 	touch $@
 
 broker-up: setup

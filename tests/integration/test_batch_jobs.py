@@ -90,9 +90,15 @@ def _committed_parts(config: eos.Config, job_id: str) -> int:
     return sum(1 for e in entries.values() if e is not None)
 
 
+# Kill tests of batch jobs: `make chaos` (make long-test).
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.parametrize("table_then", ["same", "changed"])
 def test_a_job_whose_driver_is_sigkilled_after_some_parts_committed_is_run_again_once(
-    spark, bootstrap, names, tmp_path
+    spark, bootstrap, names, tmp_path, table_then
 ):
+    """Run again over the same table: every row once. Over a changed table: NondeterministicBatchError
+    from a committed part, and no row twice."""
     output, app, job = names("jobkill-out"), names("jobkill-app"), "backfill-1"
     testing.create_topic(bootstrap, output, 4)
     table = tmp_path / "table"
@@ -118,6 +124,14 @@ def test_a_job_whose_driver_is_sigkilled_after_some_parts_committed_is_run_again
     after_kill = _committed_parts(config, job)
     assert 1 <= after_kill < PARTS, f"the kill did not land mid-job: {after_kill} of {PARTS} parts committed"
 
+    if table_then == "changed":
+        _table(spark, table, ROWS + 10)
+        rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert rerun.returncode == 3, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+        assert "NondeterministicBatchError" in rerun.stdout and f"job '{job}'" in rerun.stdout
+        written = _output(bootstrap, output)
+        assert max(written.values()) == 1, "no row twice"
+        return
     rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout.strip().splitlines()[-1])

@@ -1,7 +1,7 @@
 """A real Schema Registry for the tests: Apicurio Registry with in-memory storage, which serves Confluent's
 REST API at /apis/ccompat/v7 and checks compatibility, canonicalises schemas and resolves references
-itself. `make setup` builds it (docker/maven/registry-pom.xml); a test starts its own on a free loopback
-port and gets an empty registry.
+itself. `make setup` builds it (docker/maven/registry-pom.xml, into ~/.cache/eos); a test starts its own
+on a free loopback port and gets an empty registry.
 
 What it does differently from Confluent's (seen with confluent-kafka's client): a refused schema's 409
 carries `error_code` 0, not 409 (check `http_status_code`); a Protobuf schema is kept as the client sent
@@ -11,18 +11,27 @@ compatibility check, so Protobuf subjects are tested with compatibility NONE).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-from eos._spark._cache import cache_dir
 from eos.session import free_port
 
 
 def app() -> Path:
-    return cache_dir() / "registry" / "target" / "quarkus-app" / "quarkus-run.jar"
+    """The runnable registry `make setup` built: under EOS_REGISTRY_HOME, else where the Makefile puts it
+    (~/.cache/eos/registry-<sha1 of the pom, 12 digits>)."""
+    home = os.environ.get("EOS_REGISTRY_HOME")
+    if not home:
+        pom = Path(__file__).resolve().parents[2] / "docker" / "maven" / "registry-pom.xml"
+        home = str(
+            Path.home() / ".cache" / "eos" / f"registry-{hashlib.sha1(pom.read_bytes()).hexdigest()[:12]}"
+        )
+    return Path(home) / "target" / "quarkus-app" / "quarkus-run.jar"
 
 
 class Apicurio:
