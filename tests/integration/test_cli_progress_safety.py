@@ -54,7 +54,9 @@ def reset_when_not_running(bootstrap: str, *args: str, timeout: float = 90) -> s
         time.sleep(2)
 
 
+# `make chaos` (long-test): 22 s of make test's 15 minutes; the refusals it relies on run in make test below.
 @pytest.mark.slow
+@pytest.mark.long
 def test_offsets_reset_between_a_mid_batch_crash_and_the_restart_writes_no_part_again(
     bootstrap, names, tmp_path
 ):

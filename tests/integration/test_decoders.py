@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -20,9 +21,10 @@ from pyspark.sql import functions as F
 
 import eos
 from eos import testing
-from eos._kafka import _decoders
+from eos._kafka import _decoders, _schemas
 from eos._kafka._decoders import Reading
 from eos._spark._decode import fit
+from eos.records import Outputs
 from tests.support import trades as trades_support
 from tests.support.orders_pb2 import Order
 from tests.support.readings_pb2 import Reading as ReadingMessage
@@ -57,6 +59,10 @@ def _kafka(session, bootstrap: str, topic: str):
         .option("kafka.isolation.level", "read_committed")
         .load()
     )
+
+
+#: the Connect runs of the tests other than the first: `make chaos` (long-test)
+_CONNECT_LONG = [pytest.param("classic"), pytest.param("connect", marks=pytest.mark.long)]
 
 
 @pytest.fixture(params=["classic", "connect"])
@@ -156,6 +162,7 @@ def test_avro_from_two_writers_across_an_evolution_reads_into_the_reader_schemas
     assert sorted(r.t.sym for r in session.sql(f"SELECT t FROM {name}").collect()) == list("ABCDEF")
 
 
+@pytest.mark.parametrize("session", _CONNECT_LONG, indirect=True)
 def test_a_record_that_cannot_be_read_is_null_or_fails_the_query_naming_it(
     session, bootstrap, names, schema_registry
 ):
@@ -214,17 +221,35 @@ def test_why_a_record_cannot_be_read(names, schema_registry):
     assert errors[5].endswith("2 bytes left over after the record")
 
 
+@pytest.mark.parametrize("session", _CONNECT_LONG, indirect=True)
 def test_protobuf_and_json_schema_read_into_structs(session, bootstrap, names, schema_registry):
     client = SchemaRegistryClient({"url": schema_registry.url})
     topic = names("dec-proto")
     testing.create_topic(bootstrap, topic, 1)
     proto = ProtobufSerializer(Order, client, {"use.deprecated.format": False})
     _produce(bootstrap, topic, _framed(topic, proto, [Order(id=1, item="x", quantity=3), Order(id=2)]))
+    # and one framed by eos's own serializers, as its sink writes a struct column with value_serializer
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("dec-proto-app"),
+        output_topic=topic,
+        value_serializer="protobuf",
+        value_schema="tests.support.orders_pb2.Order",
+        schema_registry={"url": schema_registry.url},
+    )
+    _schemas.resolve(config)
+    struct = pa.array(
+        [{"id": 3, "item": "z", "quantity": 9}],
+        pa.struct([("id", pa.int64()), ("item", pa.string()), ("quantity", pa.int32())]),
+    )
+    outputs = Outputs(values=struct, topic=topic, offsets=pa.array([0], pa.int64()))
+    _produce(bootstrap, topic, _schemas.Serializers.of(config).outputs(outputs, "in", 0).values.to_pylist())
     df = _kafka(session, bootstrap, topic)
     read = eos.from_confluent_protobuf("value", "tests.support.orders_pb2.Order")
     assert [tuple(r.o) for r in df.select(read.alias("o")).orderBy("offset").collect()] == [
         (1, "x", 3),
         (2, "", 0),
+        (3, "z", 9),
     ]
 
     topic = names("dec-json")

@@ -71,11 +71,13 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
     assert seen["exactly_once"][1] > 2_000 + PARTITIONS
 
 
-# classic: `make chaos` (long-test). make test SIGKILLs classic foreachBatch drivers in test_dead_letters.py
-# (twice, stateful) and test_state.py, and a classic worker at F2 in test_format_eos.py; 45 s of its 15
-# minutes on a clean clone of 12d0bbe (17 min 33 s in all, on a slow day).
+# Both: `make chaos` (long-test). make test SIGKILLs classic foreachBatch drivers in test_dead_letters.py
+# (twice, stateful) and test_state.py, a format("eos") driver in test_format_eos.py, and Connect workers in
+# test_state.py; this test's Connect run took 40 s of make test's 15 minutes (16 min 4 s in all on a clean
+# clone of 32ac434).
 @pytest.mark.slow
-@pytest.mark.parametrize("api", [pytest.param("classic", marks=pytest.mark.long), "connect"])
+@pytest.mark.long
+@pytest.mark.parametrize("api", ["classic", "connect"])
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
     a batch committed while the batch's other transactions were still being written; every restart

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 PARTITIONS = 4
 
 
-# Connect: `make chaos` (make test kills foreachBatch under Connect in test_driver_process.py).
+# Connect: `make chaos`, as is the foreachBatch driver kill under Connect (test_driver_process.py).
 @pytest.mark.slow
 @pytest.mark.parametrize("api", ["classic", pytest.param("connect", marks=pytest.mark.long)])
 def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp_path, api):
