@@ -25,6 +25,7 @@ from eos._kafka import _decoders, _schemas
 from eos._kafka._decoders import Reading
 from eos._spark._decode import fit
 from eos.records import Outputs
+from tests.integration.conftest import kafka_stream
 from tests.support import trades as trades_support
 from tests.support.orders_pb2 import Order
 from tests.support.readings_pb2 import Reading as ReadingMessage
@@ -148,13 +149,8 @@ def test_avro_from_two_writers_across_an_evolution_reads_into_the_reader_schemas
     ]
 
     # A stream reads the same, in a query eos does not write.
-    streamed = (
-        session.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", trades)
-        .option("startingOffsets", "earliest")
-        .load()
-        .select(eos.from_confluent_avro("value", schema_registry.url, subject=f"{trades}-value").alias("t"))
+    streamed = kafka_stream(session, bootstrap, trades).select(
+        eos.from_confluent_avro("value", schema_registry.url, subject=f"{trades}-value").alias("t")
     )
     name = f"decoded_{trades.replace('-', '_')}"
     q = streamed.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
