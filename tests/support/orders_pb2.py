@@ -9,11 +9,16 @@ _order.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.T
 _order.field.add(name="item", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
 _order.field.add(name="quantity", number=3, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32, label=1)
 
-_pool = descriptor_pool.Default()
-try:
-    _descriptor = _pool.FindFileByName(_file.name)
-except KeyError:  # first import in this process
-    _pool.Add(_file)
-    _descriptor = _pool.FindFileByName(_file.name)
 
-Order = message_factory.GetMessageClass(_descriptor.message_types_by_name["Order"])
+def message_class(file: descriptor_pb2.FileDescriptorProto, name: str):
+    """Message `name` of `file`, added to the default descriptor pool on first use in this process."""
+    pool = descriptor_pool.Default()
+    try:
+        descriptor = pool.FindFileByName(file.name)
+    except KeyError:  # first import in this process
+        pool.Add(file)
+        descriptor = pool.FindFileByName(file.name)
+    return message_factory.GetMessageClass(descriptor.message_types_by_name[name])
+
+
+Order = message_class(_file, "Order")

@@ -2,7 +2,9 @@
 `eos.test`): a proto3 `optional`, a oneof, 64-bit unsigned integers, a map, a nested message. Built from
 its descriptor here, as tests/support/orders_pb2.py is, because this machine has no protoc."""
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from tests.support.orders_pb2 import message_class
 
 F = descriptor_pb2.FieldDescriptorProto
 _file = descriptor_pb2.FileDescriptorProto(
@@ -34,11 +36,4 @@ _msg.field.add(
     name="inner", number=6, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=".eos.test.Inner"
 )
 
-_pool = descriptor_pool.Default()
-try:
-    _descriptor = _pool.FindFileByName(_file.name)
-except KeyError:  # first import in this process
-    _pool.Add(_file)
-    _descriptor = _pool.FindFileByName(_file.name)
-
-Reading = message_factory.GetMessageClass(_descriptor.message_types_by_name["Reading"])
+Reading = message_class(_file, "Reading")
