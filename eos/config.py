@@ -372,14 +372,14 @@ class Config:
             host, _, port = server.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError("bootstrap_servers", f"{server!r} is not host:port")
-        if not self.app_id or not _NAME.match(self.app_id) or len(self.app_id) > 200:
+        if not self.app_id or not _NAME.fullmatch(self.app_id) or len(self.app_id) > 200:
             raise ConfigError(
                 "app_id", f"{self.app_id!r} must be 1-200 characters of letters, digits, '.', '_' or '-'"
             )
         if self.output_topic is None and self.output_topic_column is None:
             raise ConfigError("output_topic", "set output_topic or output_topic_column")
         if self.output_topic is not None and (
-            not _NAME.match(self.output_topic) or len(self.output_topic) > 249
+            not _NAME.fullmatch(self.output_topic) or len(self.output_topic) > 249
         ):
             raise ConfigError("output_topic", f"{self.output_topic!r} is not a legal Kafka topic name")
         for name in ("output_topic_column", "output_partition_column", "output_timestamp_column"):
@@ -414,7 +414,7 @@ class Config:
                     " over rows without input coordinates to name); use 'fail'",
                 )
         if self.dead_letter_topic is not None and (
-            not _NAME.match(self.dead_letter_topic) or len(self.dead_letter_topic) > 249
+            not _NAME.fullmatch(self.dead_letter_topic) or len(self.dead_letter_topic) > 249
         ):
             raise ConfigError(
                 "dead_letter_topic", f"{self.dead_letter_topic!r} is not a legal Kafka topic name"

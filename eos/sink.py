@@ -253,6 +253,10 @@ class Sink:
         )
         rows = placed.mapInArrow(partial(_run_parts, job), STATS_DDL).collect()  # P2
         stats = [row.asDict() for row in rows]
+        ran = {s["partition"] for s in stats}
+        unrun = [part for part in range(placement.parts or 0) if part not in ran]
+        if unrun:  # Spark planned no task for them (an empty DataFrame has no partitions)
+            _parts.check_unrun(job, unrun, self.log)
         seconds = time.monotonic() - started
         self._record(self._summarize(batch_id, stats, seconds, regrouped=True, driver=driver))  # P3
 
@@ -362,6 +366,13 @@ def write(
     if getattr(df, "isStreaming", False):
         raise ConfigError(
             "df", "is a streaming DataFrame: write it with df.writeStream.foreachBatch(eos.sink(config))"
+        )
+    if not config.exactly_once:
+        get_logger("eos.sink", app_id=config.app_id).warning(
+            "batch job at least once",
+            job_id=job_id,
+            detail="processing_guarantee is at_least_once: a re-run skips the parts committed, but a part"
+            " cut short by a crash is written again in full (duplicates); set exactly_once",
         )
     job_app = job_app_id(config, job_id)
     job_config = attrs.evolve(config, app_id=job_app, input_mode="any")

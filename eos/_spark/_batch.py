@@ -204,8 +204,11 @@ JOB_BATCH_ID = 0
 def job_app_id(config: Config, job_id: Any) -> str:
     """The app id batch job `job_id` of `config`'s app runs under (ConfigError naming `job_id` where it
     cannot be one)."""
-    if not isinstance(job_id, str) or not re.match(r"^[A-Za-z0-9._-]+$", job_id):
+    if not isinstance(job_id, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", job_id):
         raise ConfigError("job_id", f"{job_id!r} must be letters, digits, '.', '_' or '-'")
+    for name, value in (("job_id", job_id), ("app_id", config.app_id)):
+        if ".job." in f".{value}.":  # app a.job.x's job y and app a's job x.job.y would be one name
+            raise ConfigError(name, f"{value!r} names a batch job's app id ('.job.' in it): pick another")
     app = _names.job_app_id(config.app_id, job_id)
     if len(app) > 200:
         raise ConfigError(

@@ -226,6 +226,11 @@ class EosDataSource(DataSource):
 
     def writer(self, schema, overwrite: bool) -> _JobWriter:
         """`df.write.format("eos")`: a batch job (`eos.write`), named by the option `eos.job.id`."""
+        if overwrite:
+            raise ConfigError(
+                "mode",
+                'format("eos") appends to Kafka topics: use .mode("append") (a topic is not overwritten)',
+            )
         job_id = next((v for k, v in self.options.items() if k.lower() == JOB_ID_OPTION), None)
         if job_id is None:
             raise ConfigError(

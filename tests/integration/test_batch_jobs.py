@@ -74,8 +74,14 @@ def test_a_batch_job_is_written_once_per_job_id(spark, bootstrap, names, tmp_pat
         eos.write(spark.read.parquet(str(table)), config, "2026-11-27")
     assert _output(bootstrap, output) == _want(ROWS), "nothing twice, nothing of the changed table"
 
-    with pytest.raises(eos.ConfigError, match="job_id"):
-        eos.write(spark.read.parquet(str(table)), config, "no spaces")
+    # A re-run over no rows at all (Spark plans no task): the committed parts still say what they hold.
+    with pytest.raises(eos.NondeterministicBatchError, match="its first run committed"):
+        eos.write(spark.read.parquet(str(table)).where("false"), config, "2026-11-27")
+    assert _output(bootstrap, output) == _want(ROWS)
+
+    for bad in ("no spaces", "2026-11-27\n", "x.job.y"):
+        with pytest.raises(eos.ConfigError, match="job_id"):
+            eos.write(spark.read.parquet(str(table)), config, bad)
     stream = spark.readStream.format("rate").load()
     with pytest.raises(eos.ConfigError, match="streaming DataFrame"):
         eos.write(stream, config, "x")
@@ -161,6 +167,8 @@ def test_df_write_format_eos_is_a_batch_job_named_by_its_option(spark, bootstrap
 
     with pytest.raises(Exception, match="eos.job.id"):
         writer().save()
+    with pytest.raises(Exception, match="append"):
+        writer(**{"eos.job.id": "nightly-1"}).mode("overwrite").save()
     writer(**{"eos.job.id": "nightly-1"}).save()
     writer(**{"eos.job.id": "nightly-1"}).save()  # run again: nothing more
     assert _output(bootstrap, output) == _want(ROWS), "each row once"
