@@ -25,19 +25,13 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos._kafka._schemas import client_of
+from eos._kafka._schemas import _library, client_of, settings_key
 from eos.config import redact_url
 from eos.errors import ConfigError, SchemaRegistryError
-
-FORMATS = ("avro", "protobuf", "json_schema")
 
 
 def _repr_settings(settings: tuple) -> str:
     return repr({k: (redact_url(str(v)) if k == "url" else "***") for k, v in settings})
-
-
-def _key(settings: tuple) -> str:
-    return repr([(k, str(v)) for k, v in settings])
 
 
 @attrs.frozen
@@ -48,7 +42,9 @@ class Reading:
     #: the registry client's settings (confluent-kafka's names, values as given: numbers, a token
     #: provider function), as items sorted by name; secrets kept out of reprs. Equal by their text.
     registry: tuple[tuple[str, Any], ...] = attrs.field(
-        repr=_repr_settings, eq=attrs.cmp_using(eq=lambda a, b: _key(a) == _key(b)), hash=False
+        repr=_repr_settings,
+        eq=attrs.cmp_using(eq=lambda a, b: settings_key(a) == settings_key(b)),
+        hash=False,
     )
     #: Avro: the reader schema with those it references (`avro_bundle`); JSON Schema: the schema;
     #: Protobuf: the generated message class's import path
@@ -229,6 +225,7 @@ class _Json:
 
 
 _readers: dict[Reading, Any] = {}
+_deserializers: dict[tuple, Deserializers] = {}
 _lock = threading.Lock()
 
 
@@ -269,7 +266,7 @@ def avro_bundle(
     SchemaRegistryError when the registry refuses or cannot be reached."""
     import httpx
 
-    sr = _sr()
+    sr = _library()
     where = f"schema id {schema_id}" if schema_id is not None else f"subject {subject!r}"
     try:
         if schema_id is not None:
@@ -320,6 +317,11 @@ def _references(client: Any, references: Sequence[Any], texts: list[str], seen: 
 def parse_bundle(bundle: str, logical: bool = True) -> Any:
     """fastavro's parsed schema of an `avro_bundle` (`logical` False: its logical types left out, the
     values read as their underlying types); raises _Bad if fastavro cannot parse it."""
+    return _parse(bundle, logical)[0]
+
+
+def _parse(bundle: str, logical: bool = True) -> tuple[Any, dict[str, Any]]:
+    """fastavro's parsed schema of a bundle, and every named type it may use by name (full names)."""
     import fastavro
 
     named: dict[str, Any] = {}
@@ -329,7 +331,7 @@ def parse_bundle(bundle: str, logical: bool = True) -> Any:
     try:
         for schema in references:
             fastavro.parse_schema(schema, named_schemas=named)
-        return fastavro.parse_schema(main, named_schemas=named)
+        return fastavro.parse_schema(main, named_schemas=named), named
     except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
         raise _Bad(f"not an Avro schema fastavro can read: {exc}") from None
 
@@ -344,15 +346,9 @@ def _underlying(schema: Any) -> Any:
 
 
 def _named(bundle: str) -> tuple[Any, dict[str, Any]]:
-    """The bundle's schema and every named type it may use by name (full names), as plain dicts: what
-    Arrow types and logical conversions are made of."""
-    import fastavro
-
-    named: dict[str, Any] = {}
-    *references, main = json.loads(bundle)
-    for schema in references:
-        fastavro.parse_schema(schema, named_schemas=named)
-    parsed = fastavro.parse_schema(main, named_schemas=named)
+    """The bundle's schema and its named types, as plain dicts: what Arrow types and logical conversions
+    are made of."""
+    parsed, named = _parse(bundle)
     return _plain(parsed), {name: _plain(schema) for name, schema in named.items()}
 
 
@@ -404,13 +400,7 @@ def _scalar(field: Any, value: Any) -> Any:
 _UNSIGNED_64 = (4, 6)  # FieldDescriptor.TYPE_UINT64, TYPE_FIXED64
 
 
-def _sr() -> Any:
-    import confluent_kafka.schema_registry as sr
-
-    return sr
-
-
-def registry_settings(registry: str | Mapping[str, Any] | Any) -> tuple[tuple[str, str], ...]:
+def registry_settings(registry: str | Mapping[str, Any] | Any) -> tuple[tuple[str, Any], ...]:
     """A decoder's `registry` argument (a URL, confluent-kafka's client settings, or an eos.Config) as
     sorted settings items."""
     settings = getattr(registry, "schema_registry", registry)
@@ -647,7 +637,24 @@ class Deserializers:
 
     @classmethod
     def of(cls, config: Any) -> Deserializers | None:
-        return cls(config) if config.value_deserializer or config.key_deserializer else None
+        """The process's deserializers for `config` (its schemas parsed once, not per batch or task);
+        None where it configures none."""
+        if not (config.value_deserializer or config.key_deserializer):
+            return None
+        key = (
+            config.value_deserializer,
+            config.value_deserializer_schema,
+            config.key_deserializer,
+            config.key_deserializer_schema,
+            settings_key(config.schema_registry.items()),
+        )
+        with _lock:
+            found = _deserializers.get(key)
+        if found is None:
+            found = cls(config)
+            with _lock:
+                _deserializers[key] = found
+        return found
 
     def read(self, chunk: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[int, str]]:
         """`chunk` with its key / value columns read; {row index: why} for the rows that cannot be read."""

@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -161,7 +161,12 @@ _clients: dict[tuple, Any] = {}
 
 def _settings(config: Config) -> tuple:
     """The registry client's settings as a key of this module's caches."""
-    return tuple(sorted((k, str(v)) for k, v in config.schema_registry.items()))
+    return settings_key(config.schema_registry.items())
+
+
+def settings_key(items: Iterable[tuple[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """Registry client settings (name, value) as a hashable key: sorted, each value as its text."""
+    return tuple(sorted((k, str(v)) for k, v in items))
 
 
 def _client(config: Config) -> Any:
@@ -171,7 +176,7 @@ def _client(config: Config) -> Any:
 
 def client_of(settings: Mapping[str, Any]) -> Any:
     """The process's registry client for these settings (its caches are what spares later calls)."""
-    key = tuple(sorted((k, str(v)) for k, v in settings.items()))
+    key = settings_key(settings.items())
     with _lock:
         client = _clients.get(key)
         if client is None:
