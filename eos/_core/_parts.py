@@ -550,14 +550,6 @@ def run_parts(
         _worker.trim_import_caches()
 
 
-def check_unrun(job: PartJob, parts: list[int], log=None) -> None:
-    """On the driver, for parts no task ran for (Spark planned none: an empty DataFrame): what each one's
-    task checks when it has no rows (`PartTask.run_empty`), in one read of their progress."""
-    for part, progress in read_progress(job.config, parts, log, stable=False).items():
-        if progress is not None and progress.batch_id == job.batch_id:
-            PartTask(job, part)._compare(progress, Digest())
-
-
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield first
     for batch in rest:

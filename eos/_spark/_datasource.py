@@ -201,28 +201,7 @@ class EosDataSource(DataSource):
         return cls.short_name
 
     def streamWriter(self, schema, overwrite: bool) -> _Writer:  # noqa: N802 - Spark's name
-        settings = settings_of(self.options)  # S1
-        placement = None
-        if settings.config.input_mode == "any":
-            placement = _placed(schema, self.options, settings.config)
-            settings = attrs.evolve(settings, config=attrs.evolve(settings.config, parts=placement.parts))
-        own = (_parts.PART_COLUMN, _parts.HASH_COLUMN) if placement is not None else ()
-        dtypes = [
-            (field.name, field.dataType.simpleString()) for field in schema.fields if field.name not in own
-        ]
-        layout, _ = batch_layout(
-            settings.config, dtypes, self.functions.any, self.functions.process_batch is not None
-        )
-        if placement is not None:
-            if self.functions.stores:
-                raise ConfigError("stores", "input_mode 'any' has no state stores (see eos.sink)")
-            _topics.ensure_parts_topic(settings.config)
-        elif input_column(dtypes) is None:
-            raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
-        check_output_topic(settings.config)
-        if settings.config.exactly_once:
-            _cluster.check_transaction_timeout(settings.config)
-        return _Writer(settings, layout, self.functions, placement)
+        return self._writer(settings_of(self.options), schema, self.options)  # S1
 
     def writer(self, schema, overwrite: bool) -> _JobWriter:
         """`df.write.format("eos")`: a batch job (`eos.write`), named by the option `eos.job.id`."""
@@ -240,21 +219,38 @@ class EosDataSource(DataSource):
             )
         options = {k: v for k, v in self.options.items() if k.lower() != JOB_ID_OPTION}
         settings = settings_of(options)
-        config = settings.config
-        config = attrs.evolve(config, app_id=job_app_id(config, job_id), input_mode="any")
-        placement = _placed(schema, options, config)
-        config = attrs.evolve(config, parts=placement.parts)
-        own = (_parts.PART_COLUMN, _parts.HASH_COLUMN)
-        dtypes = [(f.name, f.dataType.simpleString()) for f in schema.fields if f.name not in own]
-        layout, _ = batch_layout(config, dtypes, self.functions.any, self.functions.process_batch is not None)
-        if self.functions.stores:
-            raise ConfigError("stores", "a batch job has no state stores (see eos.write)")
-        _topics.ensure_parts_topic(config)
-        check_output_topic(config)
-        if config.exactly_once:
-            _cluster.check_transaction_timeout(config)
-        settings = attrs.evolve(settings, config=config, ledger=None)
-        return _JobWriter(_Writer(settings, layout, self.functions, placement, batch_id=JOB_BATCH_ID))
+        job = attrs.evolve(settings.config, app_id=job_app_id(settings.config, job_id), input_mode="any")
+        settings = attrs.evolve(settings, config=job, ledger=None)
+        return _JobWriter(self._writer(settings, schema, options, batch_id=JOB_BATCH_ID))
+
+    def _writer(
+        self, settings: Settings, schema, options: Mapping[str, str], batch_id: int | None = None
+    ) -> _Writer:
+        """The checks before any task (D1, D2; P0's placement under input_mode "any"), and the writer
+        the tasks run: of a stream's micro-batches, or of batch job's one batch (`batch_id`)."""
+        placement = None
+        if settings.config.input_mode == "any":
+            placement = _placed(schema, options, settings.config)
+            settings = attrs.evolve(settings, config=attrs.evolve(settings.config, parts=placement.parts))
+        own = (_parts.PART_COLUMN, _parts.HASH_COLUMN) if placement is not None else ()
+        dtypes = [
+            (field.name, field.dataType.simpleString()) for field in schema.fields if field.name not in own
+        ]
+        layout, _ = batch_layout(
+            settings.config, dtypes, self.functions.any, self.functions.process_batch is not None
+        )
+        if placement is not None:
+            if self.functions.stores:
+                what = "input_mode 'any' has" if batch_id is None else "a batch job has"
+                see = "eos.sink" if batch_id is None else "eos.write"
+                raise ConfigError("stores", f"{what} no state stores (see {see})")
+            _topics.ensure_parts_topic(settings.config)
+        elif input_column(dtypes) is None:
+            raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
+        check_output_topic(settings.config)
+        if settings.config.exactly_once:
+            _cluster.check_transaction_timeout(settings.config)
+        return _Writer(settings, layout, self.functions, placement, batch_id=batch_id)
 
 
 def source_class(name: str, functions: Functions) -> type[EosDataSource]:
