@@ -28,13 +28,16 @@ SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
 EOS_REGISTRY_HOME ?= $(HOME)/.cache/eos/registry-$(shell sha1sum docker/maven/registry-pom.xml | cut -c1-12)
 export EOS_REGISTRY_HOME
 REGISTRY_STAMP := $(EOS_REGISTRY_HOME)/.built
+# eos's task placement on a cluster (eos/_spark/jvm): compiled against the installed PySpark's jars for
+# Java 8 and up; the wheel ships it (a JDK's javac builds it; Spark runs it on a JRE).
+PLACEMENT_JAR := eos/_spark/jvm/eos-placement.jar
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
 .PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos \
   matrix dist clean docs
 
-setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP)
+setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP) $(PLACEMENT_JAR)
 
 # Exact versions from constraints.txt (pyproject.toml declares the ranges users get).
 $(PY_STAMP): pyproject.toml constraints.txt
@@ -59,6 +62,12 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	  rm -rf "$$dir" && set -o pipefail && \
 	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+
+$(PLACEMENT_JAR): eos/_spark/jvm/Placement.java $(PY_STAMP)
+	@echo "== eos's placement classes (javac) into $@"
+	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
+	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options -cp "$$jars/*" -d "$$out" $< && \
+	  jar cf $@ -C "$$out" . && rm -rf "$$out"
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).
 $(REGISTRY_STAMP): docker/maven/registry-pom.xml docker/maven/registry-settings.xml
@@ -160,7 +169,7 @@ bench: setup $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_bench
 
 # sdist and wheel of the distribution `eos-spark` (import name `eos`) in dist/.
-dist: setup
+dist: setup $(PLACEMENT_JAR)
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist
 

@@ -287,6 +287,11 @@ class Config:
     #: Producers a Python worker keeps between tasks, the least recently used closed first (exactly_once:
     #: one per input partition; a kept one saves an init_transactions when the partition comes back).
     max_producers_per_worker: int = attrs.field(default=16, validator=_positive)
+    #: On a classic session with two or more executors: each input partition's task runs on the executor
+    #: that ran it last (where its state stores and producer are) while that executor is alive, balanced
+    #: across executors; false: where Spark's Kafka source prefers (a change of executors moves partitions
+    #: off executors still alive). Spark Connect and local mode: Spark's placement.
+    task_affinity: bool = attrs.field(default=True, validator=_boolean)
     #: exactly_once: hand each batch's value and key columns to librdkafka whole (one call per 10,000
     #: records) where the outputs go to one topic with no headers, partition or timestamp column; false:
     #: one confluent-kafka produce() per record, as at_least_once always does.

@@ -41,6 +41,7 @@ from eos._core._task import run_partition
 from eos._kafka import _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning
+from eos._spark._affinity import Affinity, executor_of_task
 from eos._spark._batch import (
     JOB_BATCH_ID,
     batch_layout,
@@ -107,6 +108,7 @@ class Sink:
         #: whether batches without lineage (Spark Connect) are regrouped: from the first whose tasks found
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
+        self._affinity = Affinity()  # where each input partition's task ran last (D3)
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
         self.log = get_logger("eos.sink", app_id=config.app_id, guarantee=config.processing_guarantee)
 
@@ -203,15 +205,21 @@ class Sink:
     ) -> list[dict[str, Any]]:
         """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
         their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails."""
-        tasks = None if regroup else task_slots(batch_df, provenance)
-        if tasks is not None:
+        placement = None
+        if not regroup and self.config.task_affinity and provenance.partitions is not None:
+            tps = [(r.topic, r.partition) for r in provenance.partitions]
+            placement = self._affinity.plan(batch_df.sparkSession, tps, self.log)
+        tasks = None if regroup or placement is not None else task_slots(batch_df, provenance)
+        if tasks is not None or placement is not None:
             provenance = attrs.evolve(provenance, read_in=READ_IN_COLUMN)
         if provenance.column is not None and provenance.column not in columns:
             columns = [*columns, provenance.column]
         selected = batch_df.select(*columns)
         if provenance.read_in is not None:  # evaluated where the rows are read, before the shuffle
             selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
-        if tasks is not None:
+        if placement is not None:
+            selected = placement.apply(selected)
+        elif tasks is not None:
             selected = selected.coalesce(tasks)
         if regroup:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
@@ -227,7 +235,9 @@ class Sink:
             start_known=prove,
         )
         rows = selected.mapInArrow(partial(_run_partition, job), STATS_DDL).collect()  # 4
-        return [row.asDict() for row in rows]
+        stats = [row.asDict() for row in rows]
+        self._affinity.ran(stats)
+        return stats
 
     def _write_parts(
         self,
@@ -408,7 +418,8 @@ def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return run_partition(job, batches, context.partitionId() if context is not None else -1)
+    task_partition = context.partitionId() if context is not None else -1
+    return run_partition(job, batches, task_partition, executor_of_task())
 
 
 def _run_parts(job: _parts.PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -38,6 +38,10 @@ class PartitionStats:
     snapshots_taken: int = 0
     #: bad records written to the dead-letter topic (committed), on_error="dead_letter"
     dead_letters: int = 0
+    #: the executor the task ran on, where eos placed it (`executor_<host>_<id>`; None: Spark did)
+    executor: str | None = None
+    #: 1 where the task ran on the executor eos placed it on (`task_affinity`), else 0
+    placed: int = 0
     # Where the partition's time went (`STEPS`), summed by the driver into BatchSummary.steps:
     #: the whole partition, steps 1-8
     seconds: float = 0.0
@@ -124,6 +128,8 @@ class BatchSummary:
     #: stores rebuilt from a snapshot and their changelog's tail, and snapshots written
     snapshots_restored: int = 0
     snapshots_taken: int = 0
+    #: input partitions whose task ran on the executor eos placed it on (`task_affinity`, on a cluster)
+    placed: int = 0
     #: where the tasks' time went, in ms summed over the batch's partitions (PartitionStats' seconds
     #: fields: `seconds` is all of it, `start_seconds` steps 1-4, ...)
     steps: dict[str, float] = attrs.field(factory=dict)

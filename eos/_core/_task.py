@@ -323,11 +323,15 @@ class PartitionTask:
 
 
 def run_partition(
-    job: Job, batches: Iterator[pa.RecordBatch], task_partition: int = -1
+    job: Job,
+    batches: Iterator[pa.RecordBatch],
+    task_partition: int = -1,
+    executor: tuple[str | None, bool] = (None, False),
 ) -> Iterator[pa.RecordBatch]:
     """One PartitionTask per input topic-partition run of a Spark task's batches; yields its stats row.
     Each batch's input coordinates are checked first (`eos._core._input.check_rows`; `task_partition`, the
-    Spark partition the task read, names the task in what it finds; -1: not known).
+    Spark partition the task read, names the task in what it finds; -1: not known). `executor`: where
+    the task runs, where eos placed it, and whether that is where eos asked (into each stats row).
 
     Afterwards, trims the worker's import caches so that PySpark's set-up of its next task is cheap
     (see `eos._core._worker`).
@@ -338,6 +342,7 @@ def run_partition(
             _arrow.tp_runs(checked, job.layout), key=lambda item: item[0]
         ):
             stats = PartitionTask(job, topic, partition).run(run for _, run in runs)
+            stats.executor, stats.placed = executor[0], int(executor[1])
             yield pa.RecordBatch.from_pylist([attrs.asdict(stats)], schema=STATS_SCHEMA)
     finally:
         _worker.trim_import_caches()

@@ -1,7 +1,9 @@
 """The driver of test_store_placement: a stateful count (`process` with one store) on a Spark standalone
 cluster, running until the test leaves a `stop` file in WORK.
 
-    python -m tests.integration.placement_app MASTER BOOTSTRAP APP_ID INPUT OUTPUT WORK [--no-snapshots]
+    python -m tests.integration.placement_app MASTER BOOTSTRAP APP_ID INPUT OUTPUT WORK [FLAG ...]
+
+FLAG: --no-snapshots (no state snapshots), --no-affinity (`task_affinity=False`: Spark places the tasks).
 
 Writes, in WORK: `batches.jsonl` (per batch and input partition: records in, records restored, stores
 rebuilt from a snapshot; written by the driver), `where.jsonl` (per committed batch and partition: the
@@ -52,6 +54,7 @@ class Counter:
 def main() -> None:
     master, bootstrap, app_id, source, output, work = sys.argv[1:7]
     snapshots = "--no-snapshots" not in sys.argv[7:]
+    affinity = "--no-affinity" not in sys.argv[7:]
     from pyspark import cloudpickle
 
     import tests.integration.placement_app as me
@@ -81,6 +84,7 @@ def main() -> None:
         state_dir="eos-state",  # relative: each executor's own work directory, as a host's own disk
         state_snapshot_location=str(home / "snapshots") if snapshots else None,
         state_snapshot_interval_ms=1,  # after every batch
+        task_affinity=affinity,
     )
     sink = eos.sink(
         config, process=Counter(work), stores={"counts": "json"}, on_commit=on_commit, on_batch=on_batch

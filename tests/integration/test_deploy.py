@@ -82,5 +82,7 @@ def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, na
     history = read_summaries(summaries)
     assert history and sum(s["records_in"] for s in history) == 1_000, history
     assert apps, "the job did not run on the standalone cluster"
+    # eos's placement classes came out of the zip and ran: each task on the executor eos placed it on.
+    assert any(s["placed"] == s["partitions"] > 0 for s in history), history
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result

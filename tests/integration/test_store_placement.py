@@ -8,6 +8,7 @@ exact, read_committed. The driver is tests/integration/placement_app.py.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_stores_stay_put_and_a_lost_worker_comes_back_from_snapshots(bootstrap, 
     work = tmp_path / "work"
     work.mkdir()
     argv = [sys.executable, "-m", "tests.integration.placement_app", cluster.master_url, bootstrap, app]
-    argv += [source, output, str(work)]
+    argv += [source, output, str(work), *os.environ.get("EOS_PLACEMENT_APP_ARGS", "").split()]
     log = open(work / "driver.log", "wb")
     driver = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     run = Run(work, driver)
@@ -130,6 +131,16 @@ def test_stores_stay_put_and_a_lost_worker_comes_back_from_snapshots(bootstrap, 
     where = run.where()
     assert hit["partition"] in on_worker_1, (hit, on_worker_1)
 
+    print({"seeded": seeded, "steady_end": steady_end, "killed_at": killed_at, "lost_end": lost_end})
+    phases = {"steady": (seeded, steady_end), "lost": (steady_end, lost_end), "back": (lost_end, 10**9)}
+    for name, (low, high) in phases.items():  # the figures, for the record (pytest -s)
+        mine = [r for r in rows if low < r["batch"] <= high]
+        print(
+            name,
+            {"batches": len({r["batch"] for r in mine}), "restored": sum(r["restored"] for r in mine)}
+            | {"from_snapshot": sum(r["from_snapshot"] for r in mine)},
+        )
+
     # Steady state: every partition's task on the executor of its store, nothing restored.
     steady = [r for r in rows if seeded < r["batch"] <= steady_end]
     assert len({r["batch"] for r in steady}) >= 8, steady
@@ -146,19 +157,27 @@ def test_stores_stay_put_and_a_lost_worker_comes_back_from_snapshots(bootstrap, 
         first = min((r for r in after if r["partition"] == p), key=lambda r: r["batch"])
         assert where[(first["batch"], p)] != "worker-1", first
         assert first["from_snapshot"] == 1, f"partition {p} not rebuilt from its snapshot: {first}"
+    # ... and no other partition moved: the executors alive kept theirs (eos's task affinity; Spark's
+    # Kafka source alone re-hashes every partition over the executors left).
+    held = {p: w for (b, p), w in where.items() if b == steady_end}
+    for r in (r for r in after if r["batch"] <= lost_end and r["partition"] not in on_worker_1):
+        assert where[(r["batch"], r["partition"])] == held[r["partition"]], (r, held)
+        assert r["from_snapshot"] == 0 and r["restored"] == 0, r
+    # Back: the new executor takes its share (8 partitions on 3 executors: 2 or 3), each from its
+    # snapshot; every other partition stays.
+    before = {p: w for (b, p), w in where.items() if b == lost_end}
+    back = [r for r in rows if r["batch"] > lost_end]
+    moved = {r["partition"] for r in back if where[(r["batch"], r["partition"])] != before[r["partition"]]}
+    assert 2 <= len(moved) <= 3, (moved, before)
+    for p in range(PARTITIONS):  # each moved once, to worker-1; no other moved
+        seen = [where[(r["batch"], p)] for r in sorted(back, key=lambda r: r["batch"]) if r["partition"] == p]
+        changes = [w for prev, w in zip([before[p], *seen], seen, strict=False) if w != prev]
+        assert changes == (["worker-1"] if p in moved else []), (p, before[p], seen)
+    assert sum(r["from_snapshot"] for r in back) == len(moved), back
     assert max(r["restored"] for r in rows if r["batch"] > seeded) < KEYS // PARTITIONS // 2, [
         r for r in rows if r["restored"]
     ]
     assert lost_end > killed_at
-    phases = {"steady": (seeded, steady_end), "lost": (steady_end, lost_end), "back": (lost_end, 10**9)}
-    for name, (low, high) in phases.items():  # the figures, for the record (pytest -s)
-        mine = [r for r in rows if low < r["batch"] <= high]
-        print(
-            name,
-            {"batches": len({r["batch"] for r in mine}), "restored": sum(r["restored"] for r in mine)}
-            | {"from_snapshot": sum(r["from_snapshot"] for r in mine)},
-        )
-
     # Output: a read_committed consumer sees each input record's count once, each key's counts 1, 2, ...
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     assert hanging == []

@@ -1,0 +1,244 @@
+"""D3 on a cluster: which executor runs each input partition's task. Its state stores and its producer are
+on the executor that ran it last; a task that runs elsewhere restores its stores there (from a snapshot or
+the whole changelog) and starts a producer. Spark's Kafka source prefers an executor per topic-partition,
+hashed over the executors alive, so any change of executors moves partitions off executors that are still
+alive; and a Python sink can say nothing about where a task runs.
+
+On a classic session with two or more executors, eos keeps each input partition on the executor that ran
+it last while that executor is alive, gives the partitions of a lost executor (and new ones) to the
+executors with the fewest, and moves as few as it takes to keep every executor within one partition of
+the others (an executor that joins takes its share). The batch's Spark partitions are grouped into tasks
+per executor (no more tasks per executor than its share of the cores: one wave) by a coalescer whose
+groups carry the chosen executor as their preferred location (`eos/_spark/jvm/Placement.java`, shipped
+in the wheel and added to the session with `addJar`). Spark still runs a task elsewhere when its executor
+stays busy past `spark.locality.wait`; the task reports where it ran, and that is what eos remembers.
+
+Spark Connect sessions (no JVM on the client's side), local mode and a missing jar keep Spark's own
+placement, as does `task_affinity=False`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+TopicPartition = tuple[str, int]
+
+#: The task-local property `eos.spark.Placement.Where` sets: the executor a task runs on, as Spark names a
+#: task location (`executor_<host>_<id>`).
+PROPERTY = "eos.executor"
+#: ... and the executor eos placed it on
+PLACED = "eos.executor.placed"
+_JAR = "eos-placement.jar"
+_CLASS = "eos.spark.Placement"
+
+
+def executor_of_task() -> tuple[str | None, bool]:
+    """On an executor: the location of the executor this task runs on (where eos placed the task, else
+    None), and whether it is the executor eos placed it on (Spark runs a task elsewhere when its
+    executor stays busy past `spark.locality.wait`)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return None, False
+    executor = context.getLocalProperty(PROPERTY)
+    return executor, executor is not None and executor == context.getLocalProperty(PLACED)
+
+
+def assign(
+    partitions: Iterable[TopicPartition],
+    last: Mapping[TopicPartition, str],
+    alive: Sequence[str],
+    arrived: Mapping[TopicPartition, int] | None = None,
+) -> dict[TopicPartition, str]:
+    """Each input partition's executor among `alive`: the one that ran it `last` while it is alive; the
+    others (new, or their executor lost) to the executors with the fewest; then, while one executor has
+    two or more partitions more than another, one of its partitions moves to the one with the fewest: the
+    one that `arrived` there last (a lost executor's partitions that Spark retried in one task on one
+    executor move on, not the partitions that executor always held). Balanced, and moving as few
+    partitions as that takes; deterministic."""
+    arrived = arrived or {}
+    order = sorted(set(partitions))
+    live = sorted(set(alive))
+    if not live:
+        return {}
+    chosen = {tp: last[tp] for tp in order if last.get(tp) in live}
+    load = Counter({e: 0 for e in live})
+    load.update(chosen.values())
+    for tp in order:
+        if tp not in chosen:
+            chosen[tp] = min(live, key=lambda e: (load[e], e))
+            load[chosen[tp]] += 1
+    while True:
+        most = max(live, key=lambda e: (load[e], e))
+        fewest = min(live, key=lambda e: (load[e], e))
+        if load[most] - load[fewest] <= 1:
+            return chosen
+        tp = max((tp for tp, e in chosen.items() if e == most), key=lambda tp: (arrived.get(tp, -1), tp))
+        chosen[tp] = fewest
+        load[most] -= 1
+        load[fewest] += 1
+
+
+def task_groups(executors: Sequence[str], cores: int) -> list[tuple[str, list[int]]]:
+    """The tasks of a batch whose Spark partition i runs on `executors[i]`: per executor, its partitions
+    in at most `cores` tasks (as even as they divide, in partition order), each with its executor."""
+    by_executor: dict[str, list[int]] = {}
+    for index, executor in enumerate(executors):
+        by_executor.setdefault(executor, []).append(index)
+    groups = []
+    for executor in sorted(by_executor):
+        indices = by_executor[executor]
+        n = min(len(indices), max(1, cores))
+        size, extra = divmod(len(indices), n)
+        start = 0
+        for g in range(n):
+            end = start + size + (1 if g < extra else 0)
+            groups.append((executor, indices[start:end]))
+            start = end
+    return groups
+
+
+class Affinity:
+    """The sink's memory of where each input partition last ran, and the placement of its next batch."""
+
+    def __init__(self) -> None:
+        self.last: dict[TopicPartition, str] = {}
+        #: when each input partition came to its executor (a count of the batches written)
+        self.arrived: dict[TopicPartition, int] = {}
+        self._batches = 0
+        self._said = False
+
+    def ran(self, stats: Iterable[Mapping[str, Any]]) -> None:
+        """Remembers the executor each stats row's input partition ran on (reported by its task)."""
+        self._batches += 1
+        for row in stats:
+            tp, executor = (row["topic"], row["partition"]), row.get("executor")
+            if executor and self.last.get(tp) != executor:
+                self.last[tp] = executor
+                self.arrived[tp] = self._batches
+
+    def plan(self, session: Any, partitions: Sequence[TopicPartition], log: Any) -> Placement | None:
+        """Where the tasks of a batch whose Spark partition i reads input partition `partitions[i]` run;
+        None where eos cannot place them (Spark's placement stands)."""
+        jvm = _Jvm.of(session)
+        if jvm is None:
+            if not self._said and _Jvm.classic(session):
+                self._said = True
+                log.warning(
+                    "task affinity off",
+                    detail=f"eos's {_JAR} is not beside its package (a build without it):"
+                    " Spark's placement of the tasks stands",
+                )
+            return None
+        alive = jvm.executors()
+        if len(alive) < 2:
+            return None
+        # Balanced over every input partition the query has run, not only this batch's (a batch that
+        # reads a few partitions would otherwise move some to even out its own tasks).
+        chosen = assign({*partitions, *self.last}, self.last, alive, self.arrived)
+        cores = max(1, session.sparkContext.defaultParallelism // len(alive))
+        return Placement(jvm, task_groups([chosen[tp] for tp in partitions], cores))
+
+
+class Placement:
+    """A batch's tasks: the Spark partitions of each and the executor it prefers."""
+
+    def __init__(self, jvm: _Jvm, groups: list[tuple[str, list[int]]]) -> None:
+        self.jvm = jvm
+        self.groups = groups
+
+    def apply(self, df: Any) -> Any:
+        """`df` (the batch's partitions as the source read them) in these tasks."""
+        return self.jvm.placed(df, self.groups)
+
+
+class _Jvm:
+    """The placement classes in a classic session's JVM: loaded once per SparkContext (the driver loads
+    them from the jar; `addJar` ships it to the executors, which deserialize the coalescer and `Where`)."""
+
+    _loaded: dict[str, _Jvm | None] = {}
+
+    def __init__(self, session: Any, loader: Any) -> None:
+        self.session = session
+        self.sc = session.sparkContext
+        self.loader = loader
+
+    @staticmethod
+    def classic(session: Any) -> bool:
+        """Whether `session` has a JVM on this side (a Spark Connect session has none)."""
+        return getattr(session, "_jsparkSession", None) is not None
+
+    @classmethod
+    def of(cls, session: Any) -> _Jvm | None:
+        if not cls.classic(session):
+            return None
+        sc = session.sparkContext
+        key = sc.applicationId
+        if key not in cls._loaded:
+            jar = _jar_path()
+            if jar is None:
+                cls._loaded[key] = None
+            else:
+                gateway = sc._gateway
+                urls = gateway.new_array(sc._jvm.java.net.URL, 1)
+                urls[0] = sc._jvm.java.io.File(str(jar)).toURI().toURL()
+                parent = sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+                loader = sc._jvm.java.net.URLClassLoader(urls, parent)
+                sc._jsc.sc().addJar(str(jar))
+                cls._loaded[key] = cls(session, loader)
+        return cls._loaded[key]
+
+    def executors(self) -> list[str]:
+        """The executors alive now, as task locations (the driver's block manager's peers, as Spark's
+        Kafka source lists them)."""
+        manager = self.sc._jvm.org.apache.spark.SparkEnv.get().blockManager()
+        peers = manager.master().getPeers(manager.blockManagerId())
+        ids = (peers.apply(i) for i in range(peers.size()))
+        return sorted(f"executor_{b.host()}_{b.executorId()}" for b in ids)
+
+    def placed(self, df: Any, groups: Sequence[tuple[str, Sequence[int]]]) -> Any:
+        from pyspark.sql import DataFrame
+
+        gateway, jvm = self.sc._gateway, self.sc._jvm
+        indices = gateway.new_array(jvm.int, len(groups), 0)
+        locations = gateway.new_array(jvm.String, len(groups))
+        for g, (executor, members) in enumerate(groups):
+            row = gateway.new_array(jvm.int, len(members))
+            for j, index in enumerate(members):
+                row[j] = index
+            indices[g] = row
+            locations[g] = executor
+        coalescer = self._new(_CLASS, indices, locations)
+        rows = df._jdf.queryExecution().toRdd()
+        grouped = rows.coalesce(len(groups), False, jvm.scala.Option.apply(coalescer), None)
+        tagged = grouped.toJavaRDD().mapPartitions(self._new(f"{_CLASS}$Where", locations), True).rdd()
+        jsession = self.session._jsparkSession
+        schema = jsession.parseDataType(df.schema.json())
+        return DataFrame(jsession.internalCreateDataFrame(tagged, schema, False), self.session)
+
+    def _new(self, name: str, *args: Any) -> Any:
+        gateway = self.sc._gateway
+        arguments = gateway.new_array(self.sc._jvm.Object, len(args))
+        for i, arg in enumerate(args):
+            arguments[i] = arg
+        return self.loader.loadClass(name).getConstructors()[0].newInstance(arguments)
+
+
+def _jar_path() -> Path | None:
+    """The placement jar as a file (extracted once where eos is imported from a zip); None without it."""
+    resource = importlib.resources.files("eos._spark") / "jvm" / _JAR
+    if not resource.is_file():
+        return None
+    if isinstance(resource, Path):
+        return resource
+    target = Path(tempfile.mkdtemp(prefix="eos-jar-")) / _JAR
+    with resource.open("rb") as src, target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
