@@ -218,7 +218,7 @@ class Sink:
         if provenance.read_in is not None:  # evaluated where the rows are read, before the shuffle
             selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
         if placement is not None:
-            selected = placement.apply(selected)
+            selected = self._affinity.apply(placement, selected, self.log)
         elif tasks is not None:
             selected = selected.coalesce(tasks)
         if regroup:

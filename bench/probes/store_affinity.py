@@ -7,10 +7,11 @@ batches), `lost` (one worker SIGKILLed: its executor and its stores gone), `back
 in its place). On a running broker (`make broker-up`).
 
     .venv/bin/python -m bench.probes.store_affinity [--bootstrap 127.0.0.1:9092] [--keys 1000000]
-        [--batches 50] [--snapshots]
+        [--batches 50] [--snapshots] [--no-affinity]
 
 `--snapshots`: stores snapshotted after every batch into a directory the executors share, so a
-partition that moves is rebuilt from its snapshot rather than its whole changelog.
+partition that moves is rebuilt from its snapshot rather than its whole changelog. `--no-affinity`:
+`task_affinity=False`, Spark's Kafka source places the tasks (as eos did before task affinity).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--per-batch", type=int, default=8_000, help="records per steady batch")
     parser.add_argument("--snapshots", action="store_true")
+    parser.add_argument("--no-affinity", action="store_true")
     args = parser.parse_args()
     from pyspark import cloudpickle
 
@@ -109,6 +111,7 @@ def main() -> None:
         state_dir="eos-state",  # relative: each executor's own work directory, as a host's own disk
         state_snapshot_location=str(work / "snapshots") if args.snapshots else None,
         state_snapshot_interval_ms=1,
+        task_affinity=not args.no_affinity,
     )
     sink = eos.sink(config, process=count, stores={"counts": "json"}, on_commit=on_commit, on_batch=on_batch)
     checkpoint = str(work / "ckpt")

@@ -19,6 +19,7 @@ placement, as does `task_affinity=False`.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import shutil
 import tempfile
@@ -54,48 +55,50 @@ def executor_of_task() -> tuple[str | None, bool]:
 def assign(
     partitions: Iterable[TopicPartition],
     last: Mapping[TopicPartition, str],
-    alive: Sequence[str],
+    alive: Mapping[str, int],
     arrived: Mapping[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, str]:
-    """Each input partition's executor among `alive`: the one that ran it `last` while it is alive; the
-    others (new, or their executor lost) to the executors with the fewest; then, while one executor has
-    two or more partitions more than another, one of its partitions moves to the one with the fewest: the
-    one that `arrived` there last (a lost executor's partitions that Spark retried in one task on one
-    executor move on, not the partitions that executor always held). Balanced, and moving as few
-    partitions as that takes; deterministic."""
-    arrived = arrived or {}
+    """Each input partition's executor among `alive` (executor -> its task slots): the one that ran it
+    `last` while it is alive; the others (new, or their executor lost) to the executors with the fewest
+    per slot; then, while moving one partition from the executor with the most per slot to the one with
+    the fewest leaves the second with fewer per slot than the first had, the one that `arrived` there
+    last moves (a lost executor's partitions that Spark retried in one task on one executor move on,
+    not the partitions that executor always held). Balanced by slots, moving as few partitions as that
+    takes; deterministic."""
     order = sorted(set(partitions))
-    live = sorted(set(alive))
-    if not live:
+    slots = {e: max(1, n) for e, n in sorted(alive.items())}
+    if not slots:
         return {}
-    chosen = {tp: last[tp] for tp in order if last.get(tp) in live}
-    load = Counter({e: 0 for e in live})
+    arrived = arrived or {}
+    chosen = {tp: last[tp] for tp in order if last.get(tp) in slots}
+    load = Counter({e: 0 for e in slots})
     load.update(chosen.values())
     for tp in order:
         if tp not in chosen:
-            chosen[tp] = min(live, key=lambda e: (load[e], e))
+            chosen[tp] = min(slots, key=lambda e: ((load[e] + 1) / slots[e], e))
             load[chosen[tp]] += 1
-    while True:
-        most = max(live, key=lambda e: (load[e], e))
-        fewest = min(live, key=lambda e: (load[e], e))
-        if load[most] - load[fewest] <= 1:
-            return chosen
+    for _ in range(len(order)):  # each move lowers the most loaded; never more moves than partitions
+        most = max(slots, key=lambda e: (load[e] / slots[e], e))
+        fewest = min(slots, key=lambda e: ((load[e] + 1) / slots[e], e))
+        if most == fewest or load[most] / slots[most] <= (load[fewest] + 1) / slots[fewest]:
+            break
         tp = max((tp for tp, e in chosen.items() if e == most), key=lambda tp: (arrived.get(tp, -1), tp))
         chosen[tp] = fewest
         load[most] -= 1
         load[fewest] += 1
+    return chosen
 
 
-def task_groups(executors: Sequence[str], cores: int) -> list[tuple[str, list[int]]]:
+def task_groups(executors: Sequence[str], slots: Mapping[str, int]) -> list[tuple[str, list[int]]]:
     """The tasks of a batch whose Spark partition i runs on `executors[i]`: per executor, its partitions
-    in at most `cores` tasks (as even as they divide, in partition order), each with its executor."""
+    in at most its `slots` tasks (as even as they divide, in partition order), each with its executor."""
     by_executor: dict[str, list[int]] = {}
     for index, executor in enumerate(executors):
         by_executor.setdefault(executor, []).append(index)
     groups = []
     for executor in sorted(by_executor):
         indices = by_executor[executor]
-        n = min(len(indices), max(1, cores))
+        n = min(len(indices), max(1, slots.get(executor, 1)))
         size, extra = divmod(len(indices), n)
         start = 0
         for g in range(n):
@@ -113,7 +116,7 @@ class Affinity:
         #: when each input partition came to its executor (a count of the batches written)
         self.arrived: dict[TopicPartition, int] = {}
         self._batches = 0
-        self._said = False
+        self._off = False
 
     def ran(self, stats: Iterable[Mapping[str, Any]]) -> None:
         """Remembers the executor each stats row's input partition ran on (reported by its task)."""
@@ -126,37 +129,52 @@ class Affinity:
 
     def plan(self, session: Any, partitions: Sequence[TopicPartition], log: Any) -> Placement | None:
         """Where the tasks of a batch whose Spark partition i reads input partition `partitions[i]` run;
-        None where eos cannot place them (Spark's placement stands)."""
-        jvm = _Jvm.of(session)
-        if jvm is None:
-            if not self._said and _Jvm.classic(session):
-                self._said = True
-                log.warning(
-                    "task affinity off",
-                    detail=f"eos's {_JAR} is not beside its package (a build without it):"
-                    " Spark's placement of the tasks stands",
-                )
+        None where eos cannot place them (Spark's placement stands). Placement only saves restores: a
+        session where the classes cannot be loaded or driven keeps Spark's placement, said once."""
+        if not partitions or self._off:
             return None
-        alive = jvm.executors()
-        if len(alive) < 2:
+        try:
+            jvm = _Jvm.of(session)
+            if jvm is None:
+                if _Jvm.classic(session) and session.sparkContext._jsc.sc().getExecutorIds().size() > 1:
+                    self._turn_off(log, f"eos's {_JAR} is not beside its package (a build without it)")
+                return None
+            alive = jvm.executors()
+            if len(alive) < 2:
+                return None
+            # Balanced over every input partition the query has run, not only this batch's (a batch
+            # that reads a few partitions would otherwise move some to even out its own tasks).
+            chosen = assign({*partitions, *self.last}, self.last, alive, self.arrived)
+            groups = task_groups([chosen[tp] for tp in partitions], alive)
+            return Placement(jvm, groups, len(partitions))
+        except Exception as exc:  # noqa: BLE001 - any failure of the JVM side leaves Spark's placement
+            self._turn_off(log, f"placing the tasks failed: {_reason(exc)}")
             return None
-        # Balanced over every input partition the query has run, not only this batch's (a batch that
-        # reads a few partitions would otherwise move some to even out its own tasks).
-        chosen = assign({*partitions, *self.last}, self.last, alive, self.arrived)
-        cores = max(1, session.sparkContext.defaultParallelism // len(alive))
-        return Placement(jvm, task_groups([chosen[tp] for tp in partitions], cores))
+
+    def apply(self, placement: Placement, df: Any, log: Any) -> Any:
+        """`df` in `placement`'s tasks; `df` itself (Spark's placement) where the JVM side fails."""
+        try:
+            return placement.apply(df)
+        except Exception as exc:  # noqa: BLE001 - as in plan
+            self._turn_off(log, f"placing the tasks failed: {_reason(exc)}")
+            return df
+
+    def _turn_off(self, log: Any, why: str) -> None:
+        self._off = True
+        log.warning("task affinity off", detail=f"{why}: Spark's placement of the tasks stands")
 
 
 class Placement:
     """A batch's tasks: the Spark partitions of each and the executor it prefers."""
 
-    def __init__(self, jvm: _Jvm, groups: list[tuple[str, list[int]]]) -> None:
+    def __init__(self, jvm: _Jvm, groups: list[tuple[str, list[int]]], partitions: int) -> None:
         self.jvm = jvm
         self.groups = groups
+        self.partitions = partitions
 
     def apply(self, df: Any) -> Any:
-        """`df` (the batch's partitions as the source read them) in these tasks."""
-        return self.jvm.placed(df, self.groups)
+        """`df` (the batch's `partitions` Spark partitions as the source read them) in these tasks."""
+        return self.jvm.placed(df, self.groups, self.partitions)
 
 
 class _Jvm:
@@ -165,9 +183,8 @@ class _Jvm:
 
     _loaded: dict[str, _Jvm | None] = {}
 
-    def __init__(self, session: Any, loader: Any) -> None:
-        self.session = session
-        self.sc = session.sparkContext
+    def __init__(self, sc: Any, loader: Any) -> None:
+        self.sc = sc
         self.loader = loader
 
     @staticmethod
@@ -192,18 +209,29 @@ class _Jvm:
                 parent = sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
                 loader = sc._jvm.java.net.URLClassLoader(urls, parent)
                 sc._jsc.sc().addJar(str(jar))
-                cls._loaded[key] = cls(session, loader)
+                cls._loaded[key] = cls(sc, loader)
         return cls._loaded[key]
 
-    def executors(self) -> list[str]:
+    def executors(self) -> dict[str, int]:
         """The executors alive now, as task locations (the driver's block manager's peers, as Spark's
-        Kafka source lists them)."""
+        Kafka source lists them), each with its task slots (its cores over `spark.task.cpus`)."""
+        sc = self.sc._jsc.sc()
         manager = self.sc._jvm.org.apache.spark.SparkEnv.get().blockManager()
         peers = manager.master().getPeers(manager.blockManagerId())
-        ids = (peers.apply(i) for i in range(peers.size()))
-        return sorted(f"executor_{b.host()}_{b.executorId()}" for b in ids)
+        ids = [peers.apply(i) for i in range(peers.size())]
+        summaries = sc.statusStore().executorList(True)
+        cores = {}
+        for i in range(summaries.size()):
+            summary = summaries.apply(i)
+            cores[summary.id()] = summary.totalCores()
+        per_task = max(1, int(sc.conf().get("spark.task.cpus", "1")))
+        default = max(1, self.sc.defaultParallelism // max(1, len(ids)))
+        return {
+            f"executor_{b.host()}_{b.executorId()}": max(1, cores.get(b.executorId(), default) // per_task)
+            for b in ids
+        }
 
-    def placed(self, df: Any, groups: Sequence[tuple[str, Sequence[int]]]) -> Any:
+    def placed(self, df: Any, groups: Sequence[tuple[str, Sequence[int]]], partitions: int) -> Any:
         from pyspark.sql import DataFrame
 
         gateway, jvm = self.sc._gateway, self.sc._jvm
@@ -217,11 +245,14 @@ class _Jvm:
             locations[g] = executor
         coalescer = self._new(_CLASS, indices, locations)
         rows = df._jdf.queryExecution().toRdd()
+        if rows.getNumPartitions() != partitions:  # the lineage named other partitions than the plan has
+            raise RuntimeError(f"{rows.getNumPartitions()} Spark partitions, the lineage names {partitions}")
         grouped = rows.coalesce(len(groups), False, jvm.scala.Option.apply(coalescer), None)
+        grouped.getNumPartitions()  # the coalescer's check of the groups, here rather than in the job
         tagged = grouped.toJavaRDD().mapPartitions(self._new(f"{_CLASS}$Where", locations), True).rdd()
-        jsession = self.session._jsparkSession
-        schema = jsession.parseDataType(df.schema.json())
-        return DataFrame(jsession.internalCreateDataFrame(tagged, schema, False), self.session)
+        session = df.sparkSession  # the query's own (foreachBatch gives each query a session of its own)
+        placed = session._jsparkSession.internalCreateDataFrame(tagged, df._jdf.schema(), False)
+        return DataFrame(placed, session)
 
     def _new(self, name: str, *args: Any) -> Any:
         gateway = self.sc._gateway
@@ -231,6 +262,13 @@ class _Jvm:
         return self.loader.loadClass(name).getConstructors()[0].newInstance(arguments)
 
 
+def _reason(exc: Exception) -> str:
+    """A failure in one line: a JVM exception's own (class and message), not Py4J's wrapper."""
+    java = getattr(exc, "java_exception", None)
+    return str(java.toString() if java is not None else repr(exc))[:500]
+
+
+@functools.cache
 def _jar_path() -> Path | None:
     """The placement jar as a file (extracted once where eos is imported from a zip); None without it."""
     resource = importlib.resources.files("eos._spark") / "jvm" / _JAR

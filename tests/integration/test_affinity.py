@@ -4,7 +4,9 @@ on and whether that is the one eos placed it on. On a cluster: test_store_placem
 
 from __future__ import annotations
 
-from eos._spark._affinity import Placement, _Jvm
+import pytest
+
+from eos._spark._affinity import Affinity, Placement, _Jvm
 
 
 def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
@@ -37,7 +39,7 @@ def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
         )
 
     rows = (
-        Placement(jvm, groups)
+        Placement(jvm, groups, 6)
         .apply(df)
         .mapInArrow(report, "task bigint, read_in array<bigint>, executor string, placed boolean")
     )
@@ -48,3 +50,24 @@ def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
         assert tasks[task].read_in == [p for p in members for _ in range(10)], tasks[task]
         assert tasks[task].executor == local
         assert tasks[task].placed
+
+
+def test_groups_that_leave_a_partition_out_are_refused_and_spark_places_the_batch(spark):
+    jvm = _Jvm.of(spark)
+    here = jvm.sc._jvm.org.apache.spark.SparkEnv.get().blockManager().blockManagerId()
+    local = f"executor_{here.host()}_{here.executorId()}"
+    df = spark.range(0, 60, 1, 6).selectExpr("id", "spark_partition_id() AS read_in")
+    partial = Placement(jvm, [(local, [0, 1, 2]), (local, [4, 5])], 6)  # partition 3 in no group
+    with pytest.raises(Exception, match="5 of 6 partitions placed"):
+        partial.apply(df)
+    said = []
+
+    class Log:
+        def warning(self, event, **fields):
+            said.append((event, fields["detail"]))
+
+    affinity = Affinity()
+    assert affinity.apply(partial, df, Log()) is df
+    assert affinity.plan(spark, [("t", 0)], Log()) is None  # off for the query from then on
+    assert [event for event, _ in said] == ["task affinity off"]
+    assert "5 of 6 partitions placed" in said[0][1]

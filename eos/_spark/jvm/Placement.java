@@ -48,6 +48,20 @@ public final class Placement implements PartitionCoalescer, Serializable {
   @Override
   public PartitionGroup[] coalesce(int maxPartitions, RDD<?> parent) {
     Partition[] parts = parent.partitions();
+    boolean[] seen = new boolean[parts.length];
+    int count = 0;
+    for (int[] group : groups) {
+      for (int i : group) {
+        if (i < 0 || i >= parts.length || seen[i]) {
+          throw new IllegalStateException("partition " + i + " of " + parts.length + " placed twice or unknown");
+        }
+        seen[i] = true;
+        count++;
+      }
+    }
+    if (count != parts.length) { // a partition no group names would be dropped without a word
+      throw new IllegalStateException(count + " of " + parts.length + " partitions placed");
+    }
     PartitionGroup[] out = new PartitionGroup[groups.length];
     try {
       Method add = null; // ArrayBuffer's += returns ArrayBuffer in 2.12, Growable in 2.13
