@@ -40,7 +40,8 @@ E2E_CLASSIC = [
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
     "[wipe-classic-batch]",
     "tests/integration/test_spark_read.py",
-    "tests/integration/test_deploy.py",
+    "tests/integration/test_deploy.py",  # on a 2-worker cluster: eos's task placement classes too
+    "tests/integration/test_affinity.py",  # the placement classes (Scala 2.12's coalescer on Spark 3.5)
     "tests/integration/test_package.py",
     "tests/integration/test_realtime_mode.py",  # skipped below PySpark 4.2 (no trigger(realTime=))
     # format("eos"): skipped below Spark 4.0 (no Python data sources)

@@ -243,7 +243,10 @@ class _Jvm:
                 row[j] = index
             indices[g] = row
             locations[g] = executor
-        coalescer = self._new(_CLASS, indices, locations)
+        scala = jvm.scala.util.Properties.versionNumberString()
+        coalescer = self._new(
+            f"{_CLASS}$Scala212" if scala.startswith("2.12.") else _CLASS, indices, locations
+        )
         rows = df._jdf.queryExecution().toRdd()
         if rows.getNumPartitions() != partitions:  # the lineage named other partitions than the plan has
             raise RuntimeError(f"{rows.getNumPartitions()} Spark partitions, the lineage names {partitions}")

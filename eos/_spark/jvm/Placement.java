@@ -7,7 +7,8 @@
  * location; Where tells each task's Python worker which executor it runs on.
  *
  * Written against Java and Scala types that Spark 3.5 (Scala 2.12) and 4.x (2.13) share; the one Scala
- * collection call whose signature differs between the two is made by name.
+ * collection call whose signature differs between the two is made by name, and Scala212 is the
+ * coalescer for 2.12 (compiled with stub/scala/Serializable.java in place of 2.12's interface).
  */
 package eos.spark;
 
@@ -25,7 +26,7 @@ import org.apache.spark.storage.BlockManagerId;
 import scala.Option;
 
 /** Groups of parent partitions (by index), each preferring one executor location (null: none). */
-public final class Placement implements PartitionCoalescer, Serializable {
+public class Placement implements PartitionCoalescer, Serializable {
   private static final long serialVersionUID = 1L;
 
   /** The local property Where sets: the executor a task runs on, as Spark names a task location. */
@@ -79,6 +80,18 @@ public final class Placement implements PartitionCoalescer, Serializable {
       throw new IllegalStateException("eos could not group the batch's partitions", e);
     }
     return out;
+  }
+
+  /**
+   * The same for Scala 2.12 (Spark 3.5), whose CoalescedRDD requires a scala.Serializable coalescer;
+   * that interface does not exist in 2.13, so this class is loaded only on 2.12.
+   */
+  public static final class Scala212 extends Placement implements scala.Serializable {
+    private static final long serialVersionUID = 1L;
+
+    public Scala212(int[][] groups, String[] locations) {
+      super(groups, locations);
+    }
   }
 
   /**
