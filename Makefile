@@ -175,4 +175,4 @@ dist: setup $(PLACEMENT_JAR)
 	$(BIN)/python -m build --outdir dist
 
 clean:
-	rm -rf $(VENV) $(EOS_CACHE) build dist *.egg-info reports
+	rm -rf $(VENV) $(EOS_CACHE) build dist *.egg-info reports $(PLACEMENT_JAR)
