@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos._kafka._schemas import _library, client_of, settings_key
+from eos._kafka._schemas import _library, client_of, per_process, settings_key
 from eos.config import redact_url
 from eos.errors import ConfigError, SchemaRegistryError
 
@@ -648,13 +648,7 @@ class Deserializers:
             config.key_deserializer_schema,
             settings_key(config.schema_registry.items()),
         )
-        with _lock:
-            found = _deserializers.get(key)
-        if found is None:
-            found = cls(config)
-            with _lock:
-                _deserializers[key] = found
-        return found
+        return per_process(_deserializers, key, lambda: cls(config), _lock)
 
     def read(self, chunk: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[int, str]]:
         """`chunk` with its key / value columns read; {row index: why} for the rows that cannot be read."""

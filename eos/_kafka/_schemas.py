@@ -169,6 +169,18 @@ def settings_key(items: Iterable[tuple[str, Any]]) -> tuple[tuple[str, str], ...
     return tuple(sorted((k, str(v)) for k, v in items))
 
 
+def per_process(cache: dict, key: Any, make: Callable[[], Any], lock: threading.Lock = _lock) -> Any:
+    """`cache[key]`, made by `make()` the first time this process asks: outside `lock`, which guards
+    only the cache (making one may parse schemas or call a registry)."""
+    with lock:
+        found = cache.get(key)
+    if found is None:
+        found = make()
+        with lock:
+            cache[key] = found
+    return found
+
+
 def _client(config: Config) -> Any:
     """The process's registry client for the config's settings."""
     return client_of(config.schema_registry)
@@ -354,13 +366,7 @@ class Serializers:
         if not specs:
             return None
         key = (specs, _settings(config), config.auto_register_schemas, config.use_latest_version)
-        with _lock:
-            found = _workers.get(key)
-        if found is None:
-            found = cls(config)
-            with _lock:
-                _workers[key] = found
-        return found
+        return per_process(_workers, key, lambda: cls(config))
 
     def outputs(self, outputs: Outputs, in_topic: str, in_partition: int) -> Outputs:
         """`outputs` with its values and keys serialized (binary columns)."""

@@ -229,14 +229,19 @@ def run_query(spark, config, topics, checkpoint, process=None, sink=None, **sour
 
     df = eos.read_stream(spark, config, topics, **source_options)
     sink = sink or eos.sink(config, process)
+    write_available(df, sink, checkpoint)
+    return sink
+
+
+def write_available(df, batch_function, checkpoint) -> None:
+    """Run `df.writeStream.foreachBatch(batch_function)` until the input available now is written."""
     query = (
-        df.writeStream.foreachBatch(sink)
+        df.writeStream.foreachBatch(batch_function)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    return sink
 
 
 def kafka_stream(spark, bootstrap: str, topic: str):

@@ -25,7 +25,7 @@ from eos._kafka import _decoders, _schemas
 from eos._kafka._decoders import Reading
 from eos._spark._decode import fit
 from eos.records import Outputs
-from tests.integration.conftest import kafka_stream
+from tests.integration.conftest import kafka_stream, run_query, write_available
 from tests.support import trades as trades_support
 from tests.support.orders_pb2 import Order
 from tests.support.readings_pb2 import Reading as ReadingMessage
@@ -110,13 +110,7 @@ def trades(session, bootstrap, names, schema_registry, checkpoint_dir):
             F.lit("XLON").alias("venue"),
         ),
     )
-    query = (
-        df.writeStream.foreachBatch(eos.sink(config))
-        .option("checkpointLocation", str(checkpoint_dir))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    write_available(df, eos.sink(config), checkpoint_dir)
     assert schema_registry.get(f"/subjects/{topic}-value/versions") == [1, 2]
     return topic
 
@@ -339,14 +333,7 @@ def test_an_eos_query_reads_avro_input_and_dead_letters_what_it_cannot_read_exac
         on_error="dead_letter",
         dead_letter_topic=dead,
     )
-    df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=250)
-    query = (
-        df.writeStream.foreachBatch(eos.sink(config, trades_support.describe))
-        .option("checkpointLocation", str(checkpoint_dir))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    run_query(spark, config, [source], checkpoint_dir, trades_support.describe, maxOffsetsPerTrigger=250)
 
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     assert hanging == []

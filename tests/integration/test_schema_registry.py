@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 import eos
 from eos import testing
+from tests.integration.conftest import write_available
 from tests.support.registry import Registry, read_avro_output
 
 PARTITIONS, PER_PARTITION = 2, 1_500
@@ -48,13 +49,7 @@ def test_a_struct_column_is_written_as_registered_avro_and_misfits_are_dead_lett
         # item is null at every 500th offset + 7: not a string, so the record does not fit the schema
         item = F.when(F.col("offset") % 500 == 7, F.lit(None)).otherwise(F.col("value").cast("string"))
         df = df.withColumn("value", F.struct(F.col("offset").alias("id"), item.alias("item")))
-        query = (
-            df.writeStream.foreachBatch(eos.sink(config))
-            .option("checkpointLocation", str(checkpoint_dir))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        write_available(df, eos.sink(config), checkpoint_dir)
 
         records, decoded, hanging = read_avro_output(bootstrap, output, settings)
         requests = Counter(registry.requests)

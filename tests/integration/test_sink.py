@@ -7,7 +7,7 @@ import shutil
 from functools import partial
 
 import pytest
-from conftest import group_offsets, run_query
+from conftest import group_offsets, run_query, write_available
 
 import eos
 from eos import testing
@@ -196,13 +196,7 @@ def test_connect_writes_batches_as_read_and_regroups_what_3a_refuses(
     elif shape == "dealt_by_key":
         df = df.repartition(2, "key")
     sink = eos.sink(config, on_batch=partial(append_summary, str(summaries)))
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    write_available(df, sink, tmp_path / "ckpt")
 
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(expected))
     assert result.exactly_once and result.missing == 0, result

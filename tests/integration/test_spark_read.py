@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from conftest import kafka_stream
+from conftest import kafka_stream, write_available
 
 from eos import testing
 
@@ -56,14 +56,7 @@ def test_a_query_restarted_on_a_planned_batch_runs_it_and_goes_on(spark, bootstr
             if fail:
                 raise RuntimeError(f"batch {batch_id} fails on purpose")
 
-        query = (
-            kafka_stream(spark, bootstrap, topic)
-            .writeStream.foreachBatch(count)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        write_available(kafka_stream(spark, bootstrap, topic), count, tmp_path / "ckpt")
 
     with pytest.raises(Exception, match="batch 0 fails on purpose"):
         run(fail=True)
