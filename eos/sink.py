@@ -419,7 +419,7 @@ def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
 
     context = TaskContext.get()
     task_partition = context.partitionId() if context is not None else -1
-    return run_partition(job, batches, task_partition, executor_of_task())
+    return run_partition(job, batches, task_partition, executor_of_task(context))
 
 
 def _run_parts(job: _parts.PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -6,9 +6,9 @@ alive; and a Python sink can say nothing about where a task runs.
 
 On a classic session with two or more executors, eos keeps each input partition on the executor that ran
 it last while that executor is alive, gives the partitions of a lost executor (and new ones) to the
-executors with the fewest, and moves as few as it takes to keep every executor within one partition of
-the others (an executor that joins takes its share). The batch's Spark partitions are grouped into tasks
-per executor (no more tasks per executor than its share of the cores: one wave) by a coalescer whose
+executors with the fewest per task slot, and moves as few as it takes to keep them balanced by slots (an
+executor that joins takes its share). The batch's Spark partitions are grouped into tasks per executor
+(no more tasks per executor than its task slots: one wave) by a coalescer whose
 groups carry the chosen executor as their preferred location (`eos/_spark/jvm/Placement.java`, shipped
 in the wheel and added to the session with `addJar`). Spark still runs a task elsewhere when its executor
 stays busy past `spark.locality.wait`; the task reports where it ran, and that is what eos remembers.
@@ -39,13 +39,10 @@ _JAR = "eos-placement.jar"
 _CLASS = "eos.spark.Placement"
 
 
-def executor_of_task() -> tuple[str | None, bool]:
-    """On an executor: the location of the executor this task runs on (where eos placed the task, else
-    None), and whether it is the executor eos placed it on (Spark runs a task elsewhere when its
-    executor stays busy past `spark.locality.wait`)."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
+def executor_of_task(context: Any) -> tuple[str | None, bool]:
+    """On an executor, from the task's `pyspark.TaskContext`: the location of the executor this task
+    runs on (where eos placed the task, else None), and whether it is the executor eos placed it on
+    (Spark runs a task elsewhere when its executor stays busy past `spark.locality.wait`)."""
     if context is None:
         return None, False
     executor = context.getLocalProperty(PROPERTY)
@@ -219,6 +216,8 @@ class _Jvm:
         manager = self.sc._jvm.org.apache.spark.SparkEnv.get().blockManager()
         peers = manager.master().getPeers(manager.blockManagerId())
         ids = [peers.apply(i) for i in range(peers.size())]
+        if len(ids) < 2:  # local mode, or one executor: nothing to place (and nothing more to ask)
+            return {f"executor_{b.host()}_{b.executorId()}": 1 for b in ids}
         summaries = sc.statusStore().executorList(True)
         cores = {}
         for i in range(summaries.size()):

@@ -26,7 +26,7 @@ def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
         from eos._spark._affinity import executor_of_task
 
         read_in = [p for b in batches for p in b.column(1).to_pylist()]
-        executor, placed = executor_of_task()
+        executor, placed = executor_of_task(TaskContext.get())
         yield pa.RecordBatch.from_pylist(
             [
                 {
