@@ -166,7 +166,8 @@ class ProduceError(RecordError):
     """The output of an input record was refused by the Kafka client or broker.
 
     `candidates`: where one refusal hit the outputs of several input records (a broker refuses a whole
-    record batch), their offsets; the task writes each alone to find the one refused on its own.
+    record batch), their offsets, the largest output's first; the task writes them alone to find those
+    refused on their own.
     """
 
     def __init__(

@@ -3,9 +3,10 @@ step `PartitionTask._isolate` repeats for each suspect. The output topic takes r
 1,000 bytes (max.message.bytes); per try, a fresh producer writes 40 records record by record
 (`records.exact`, as a redo does), the 26th of 2,000 bytes, so that the broker refuses the whole batch
 it travels in; eos's `abort_transaction()`; then a new transaction with one small record, flushed and
-checked, then a second one the same way.
+checked, then a second one the same way. `--fresh`: the two writes go through a fresh producer of the
+same transactional id (`PartitionTask._drop`'s way), whose init_transactions is timed.
 
-    .venv/bin/python -m bench.probes.purge_after_abort [--bootstrap 127.0.0.1:9092] [--tries 10]
+    .venv/bin/python -m bench.probes.purge_after_abort [--bootstrap 127.0.0.1:9092] [--tries 10] [--fresh]
 
 Prints, per try, what the refused batch raised and what each of the two writes after the abort did
 (`ok`, or the error: librdkafka's _PURGE_QUEUE shows as "Purged in queue"), then the counts.
@@ -14,6 +15,8 @@ Prints, per try, what the refused batch raised and what each of the two writes a
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 import uuid
 from collections import Counter
 
@@ -39,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--tries", type=int, default=10)
+    parser.add_argument("--fresh", action="store_true", help="write after the abort with a fresh producer")
     args = parser.parse_args()
     app = f"probe-purge-{uuid.uuid4().hex[:6]}"
     source, output = f"{app}-in", f"{app}-out"
@@ -47,6 +51,7 @@ def main() -> None:
         bootstrap_servers=args.bootstrap, app_id=app, output_topic=output, processing_guarantee="exactly_once"
     )
     outcomes: Counter[tuple[str, str]] = Counter()
+    inits: list[float] = []
     for n in range(args.tries):
         producer = _producer.OutputProducer(config, f"{app}-tid")  # fresh, as a new task's
         try:
@@ -62,6 +67,12 @@ def main() -> None:
                 candidates = getattr(exc, "candidates", ())
                 refused = f"{type(exc).__name__} naming {len(candidates)} input records"
             producer.abort_transaction()
+            if args.fresh:
+                _pool.discard(producer)
+                producer = _producer.OutputProducer(config, f"{app}-tid")
+                started = time.monotonic()
+                producer.init_transactions(known_topic=output)
+                inits.append(time.monotonic() - started)
             first = write_one(producer, output, source, 100)
             second = write_one(producer, output, source, 101)
         finally:
@@ -71,6 +82,8 @@ def main() -> None:
         print(f"try {n + 1}: {refused}; first write after the abort: {first}; second: {second}")
     for (which, outcome), count in sorted(outcomes.items()):
         print(f"{which} write after the abort: {count} of {args.tries} {outcome}")
+    if inits:
+        print(f"the fresh producer's init_transactions: median {statistics.median(inits) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -18,22 +18,27 @@ class RedoBuffer:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._chunks: list[pa.RecordBatch] = []
+        #: the chunk being written, until it is added (a refusal found while writing it names its rows)
+        self.writing: pa.RecordBatch | None = None
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return iter(self._chunks)
 
     def add(self, chunk: pa.RecordBatch) -> None:
         self._chunks.append(chunk)
+        self.writing = None
 
     def clear(self) -> None:
         self._chunks = []
+        self.writing = None
 
     def rows(self) -> int:
         return sum(chunk.num_rows for chunk in self._chunks)
 
     def row(self, offset: int) -> pa.RecordBatch | None:
-        """The kept row of input offset `offset`, if any."""
-        for chunk in self._chunks:
+        """The kept row of input offset `offset` (or of the chunk being written), if any."""
+        chunks = self._chunks if self.writing is None else [*self._chunks, self.writing]
+        for chunk in chunks:
             offsets = chunk.column(self.layout.offset)
             if offsets[0].as_py() <= offset <= offsets[len(offsets) - 1].as_py():
                 index = _arrow.index_of(offsets, offset)

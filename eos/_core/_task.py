@@ -29,12 +29,16 @@ from eos._core._transaction import Transaction
 from eos._core._writer import Writer
 from eos.errors import (
     DeliveryFailedError,
+    EosError,
     FatalError,
     FencedError,
     ProduceError,
     RecordError,
     TransactionAbortableError,
 )
+
+#: why a task goes on with a fresh producer after a failed transaction (`PartitionTask._drop`)
+FAILED = "transaction failed: going on with a fresh producer, whose init_transactions ends it"
 
 
 class PartitionTask:
@@ -54,6 +58,8 @@ class PartitionTask:
         #: the offset of the last row fed so far (the checks of `check_input`)
         self.seen: int | None = None
         self.redo = RedoBuffer(job.layout)
+        #: name each output's input record (a record-by-record redo, until the next commit)
+        self.exact = False
         self.transaction: Transaction | None = None
         self.started = time.monotonic()
 
@@ -143,6 +149,7 @@ class PartitionTask:
     def _restarted(self) -> None:
         self.redo.trim(self._skip)
         self.transaction = None
+        self.incarnation.producer.records.exact = self.exact
 
     # -- step 8 ----------------------------------------------------------------------------------------
 
@@ -159,13 +166,12 @@ class PartitionTask:
                 return action()
             except TransactionAbortableError as exc:  # 8a
                 self._raise_if_timed_out(exc)
-                self._abort(exc)
-                records = self.incarnation.producer.records
-                if not records.exact:
+                self._drop(exc)
+                if not self.exact:
                     # A bulk write does not know which record a failed delivery came from (exactly_once
                     # learns of it only from the commit): redo record by record, which names it. This
                     # redo does not count against max_redo.
-                    records.exact = True
+                    self.exact = self.incarnation.producer.records.exact = True
                 elif redos >= self.config.max_redo or isinstance(exc, DeliveryFailedError):
                     raise
                 else:
@@ -174,26 +180,29 @@ class PartitionTask:
                 self.log.warning("redoing transaction record by record", attempt=redos, rows=self.redo.rows())
                 replay = True
             except RecordError as exc:  # 8b
-                try:
-                    self._abort(exc)
-                except FatalError as abort_failure:
-                    # The producer died aborting; the record's error is still the one to report
-                    # (the next incarnation's init_transactions ends the transaction).
-                    self.log.error("abort failed", error=str(abort_failure))
-                    raise exc from None
-                found = exc
-                if (
+                isolate = (
                     isinstance(exc, ProduceError)
                     and len(exc.candidates) > 1
                     and not self.writer.untraced(exc)
-                ):
-                    found = self._isolate(exc)
-                    if found is exc:
-                        raise found from None
-                if not self.writer.dead_letter(found):
-                    if found is exc:
-                        raise
-                    raise found from exc
+                )
+                try:
+                    self._drop(exc, go_on=isolate or self.writer.may_dead_letter(exc))
+                except FatalError as drop_failure:
+                    # The producer died aborting, or no producer could take the partition back; the
+                    # record's error is still the one to report (the next incarnation's
+                    # init_transactions ends the transaction).
+                    self.log.error("abort failed", error=str(drop_failure))
+                    raise exc from None
+                found = [exc]
+                if isolate:
+                    found = self._isolate(exc, every=self.writer.dead is not None)
+                    if not found:
+                        raise exc from None
+                for bad in found:
+                    if not self.writer.dead_letter(bad):
+                        if bad is exc:
+                            raise
+                        raise bad from exc
                 replay = True
             except FencedError as exc:  # 8c, or 8d for a kept producer
                 self._raise_if_timed_out(exc)
@@ -216,12 +225,16 @@ class PartitionTask:
         if timed_out is not None:
             raise timed_out from exc
 
-    def _isolate(self, exc: ProduceError) -> ProduceError:
+    def _isolate(self, exc: ProduceError, every: bool) -> list[ProduceError]:
         """One refusal hit the outputs of several input records: a broker refuses a whole record batch
-        when one record in it is too large for the topic. Write each suspect alone, in a transaction
-        that is then aborted, and name the one refused on its own. (at_least_once has no transaction to
-        abort: a suspect that is accepted alone is written once more.)"""
+        when one record in it is too large for the topic. Write suspects alone, each in a transaction
+        that is then aborted, largest output first (`ProduceError.candidates`' order); returns the
+        errors of those refused on their own: the first one, or with `every` (dead letters) each one
+        before the first suspect accepted alone (smaller ones are as good; one that is not fails the
+        redo and is found then). None refused alone: every suspect was tried. (at_least_once has no
+        transaction to abort: a suspect that is accepted alone is written once more.)"""
         self.log.warning("finding the refused record", suspects=len(exc.candidates), error=str(exc))
+        found: list[ProduceError] = []
         for offset in exc.candidates:
             row = self.redo.row(offset)
             if row is None:
@@ -233,17 +246,20 @@ class PartitionTask:
                     self.transaction.send_state()  # its store writes too: the changelog may refuse them
                     self.incarnation.producer.records.flush_and_check(self.topic, self.partition)
                 except ProduceError as alone:
-                    self._abort(alone)
-                    return alone
+                    self._drop(alone)
+                    found.append(alone)
+                    break
                 except TransactionAbortableError as undecided:
-                    # librdkafka purges the first record produced after an abort that followed a
-                    # refused batch (_PURGE_QUEUE; docs/design.md, "Finding a refused record"): no
-                    # verdict, write it again.
-                    self._abort(undecided)
+                    # No verdict (a record purged unsent, a broker going away): write it again.
+                    self._drop(undecided)
                     continue
-                self._abort(exc)
+                self._drop(exc)  # accepted alone
+                if found:
+                    return found
                 break
-        return exc
+            if found and not every:
+                return found
+        return found
 
     def _replay(self) -> None:
         """Begin a new transaction and write the open transaction's input again."""
@@ -252,13 +268,32 @@ class PartitionTask:
             self.writer.write(chunk, self.transaction, may_stop=False)
             self.transaction.input_bytes += chunk.nbytes
 
-    def _abort(self, exc: BaseException) -> None:
+    def _drop(self, exc: BaseException, go_on: bool = True) -> None:
+        """Abort the open transaction after it failed (8a, 8b). Where a delivery of it failed (known
+        after the abort, which serves the last reports), exactly_once goes on with a fresh producer, not
+        that one: librdkafka purges the records queued behind a refused record batch and, after the
+        abort, records produced next (docs/design.md, "A failed transaction's producer"). The abort
+        spares the fresh producer's init_transactions the wait for an open transaction (~0.5 s); where
+        the abort fails, init_transactions ends the transaction. The task goes on from the committed
+        offset as a new incarnation (steps 2-4), as after 8d. Unless it does not `go_on` (it raises
+        `exc`): then the abort alone."""
+        fresh = go_on and self.config.exactly_once
         self.stats.aborted += 1
         self.log.warning("aborting transaction", error=str(exc), rows=self.redo.rows())
+        failed = self.incarnation.producer.records.delivery_failed
         if self.transaction is not None:
-            self.transaction.abort()
+            try:
+                failed = self.transaction.abort() or failed
+            except EosError as abort_failure:
+                if not fresh:
+                    raise
+                self.log.info("abort failed: a fresh producer ends the transaction", error=str(abort_failure))
+                failed = True
         self.transaction = None
-        self.incarnation.rolled_back()  # the aborted writes must not survive
+        if fresh and failed:
+            self._replace_kept(FAILED)
+        else:
+            self.incarnation.rolled_back()  # the aborted writes must not survive
 
     # -- steps 5-7 -------------------------------------------------------------------------------------
 
@@ -277,6 +312,7 @@ class PartitionTask:
         done = chunk.num_rows - rest.num_rows
         if rest.num_rows == 0:
             return done
+        self.redo.writing = rest
         written = self.writer.write(rest, self.transaction, may_stop=True)
         if self.stats.first_offset is None:
             self.stats.first_offset = _arrow.first_offset(rest, self.layout)
@@ -292,7 +328,7 @@ class PartitionTask:
             self.transaction = None
             return
         seconds = transaction.commit()
-        self.incarnation.producer.records.exact = False  # a record-by-record redo lasts one transaction
+        self.exact = self.incarnation.producer.records.exact = False  # a redo lasts one transaction
         self.writer.one_by_one = False
         self.stats.transactions += 1
         self.stats.records_out += transaction.outputs

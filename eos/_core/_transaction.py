@@ -146,9 +146,11 @@ class Transaction:
         )
         return self.last_offset + 1, stamp
 
-    def abort(self) -> None:
+    def abort(self) -> bool:
+        """Abort it (exactly_once); returns whether a delivery of it failed."""
         if self.config.exactly_once and self.producer.in_transaction:
-            self.producer.abort_transaction(self.log)
+            return self.producer.abort_transaction(self.log)
+        return False
 
     def outlived(self, exc: Exception) -> TransactionTimeoutError | None:
         """8e: the error to raise instead of `exc` where this transaction was open longer than

@@ -61,7 +61,7 @@ class Writer:
         """8b with on_error="dead_letter": whether the transaction is to be written again with `exc`'s
         record as a dead letter (or, where that record is not known yet (`untraced`), one row per
         process_batch call to find it). Raises past max_dead_letters_per_batch."""
-        if self.dead is None or not exc.poison:
+        if not self.may_dead_letter(exc):
             return False
         if self.untraced(exc):
             self.one_by_one = True
@@ -72,6 +72,10 @@ class Writer:
         self.dead.add(exc)
         self.log.warning("dead-lettering record", offset=exc.offset, error=exc.reason)
         return True
+
+    def may_dead_letter(self, exc: RecordError) -> bool:
+        """Whether 8b writes the transaction again with `exc`'s record dead (or to find it)."""
+        return self.dead is not None and exc.poison
 
     def untraced(self, exc: RecordError) -> bool:
         """Whether `exc`'s row is unknown until process_batch is called one row at a time (on_error=

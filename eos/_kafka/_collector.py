@@ -58,12 +58,14 @@ class RecordCollector:
     ) -> None:
         self.config = config
         self._producer = client
+        self._transactional = transactional_id is not None
         #: the error that made the producer unusable, as its error_cb received it
         self._fatal = fatal
         self._timeout_s = config.operation_timeout_ms / 1000
         #: the first failed delivery since the last check: (error, output topic, input offset or None)
         self._failure: tuple[KafkaError, str, int | None] | None = None
-        self._failed_offsets: set[int] = set()
+        #: the input offsets of the outputs that failed as the first failure did, with their largest output
+        self._failed_offsets: dict[int, int] = {}
         self._known_topics: set[str] = set()
         #: the Arrow path's partition count per topic, and when it was read
         self._partition_counts: dict[str, tuple[int, float]] = {}
@@ -75,6 +77,10 @@ class RecordCollector:
         self.witnesses: dict[tuple[str, int], int] = {}
         #: name each output's input record (in a redo, until the next commit)
         self.exact = False
+        #: a delivery of the open transaction failed: librdkafka purges records queued behind it and,
+        #: after the abort, records produced next; the producer is not to be used again
+        #: (`eos._core._task.PartitionTask._drop`)
+        self.delivery_failed = False
         #: the delivery callback of untracked outputs: exactly_once only notes the witness (a failure
         #: fails the transaction); at_least_once notes whether one failed
         self._fast_callback = self._on_witness if transactional_id is not None else self._on_report
@@ -331,6 +337,8 @@ class RecordCollector:
             fatal = self._fatal()
             if fatal is not None:
                 return _translate.translate_error(fatal, f"producing to {topic!r}")
+        if self._transactional and _translate.refuses_records(err):
+            return self._failed_transaction(topic, in_topic, in_partition, err)
         if err is not None and classify_delivery(err) is Delivery.PERMANENT:
             return ProduceError(
                 f"output to {topic!r} refused: {err.str()}{origin}",
@@ -341,6 +349,18 @@ class RecordCollector:
                 kafka_error=err,
             )
         return _translate.translate(exc, f"producing to {topic!r}")
+
+    def _failed_transaction(self, topic: str, in_topic: str, in_partition: int, err: KafkaError) -> Exception:
+        """produce() refused a record because a delivery of the open transaction failed: the error of
+        that delivery (`flush_and_check`: naming its input record where outputs are tracked), not of
+        the refused record, which was never sent."""
+        try:
+            self.flush_and_check(in_topic, in_partition)
+        except EosError as failed:
+            return failed
+        return TransactionAbortableError(
+            f"producing to {topic!r}: the transaction takes no more records ({err.str()})", kafka_error=err
+        )
 
     def _check_topic(
         self, topic: str, in_topic: str, in_partition: int, in_offset: int, origin: str = ""
@@ -362,11 +382,14 @@ class RecordCollector:
     def _on_report(self, err: KafkaError | None, msg) -> None:
         if err is not None and self._failure is None:
             self._failure = (err, msg.topic(), None)
+            self.delivery_failed = True
 
     def _on_witness(self, err: KafkaError | None, msg) -> None:
         # One partition's reports come in offset order, so the last one seen is the highest.
         if err is None:
             self.witnesses[(msg.topic(), msg.partition())] = msg.offset()
+        else:
+            self.delivery_failed = True
 
     def _on_exact_report(self, in_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
@@ -387,6 +410,7 @@ class RecordCollector:
         if err is not None:
             if self._failure is None:
                 self._failure = (err, msg.topic(), None)
+            self.delivery_failed = True
             return
         key = (msg.topic(), msg.partition())
         # One partition's reports come in offset order: the last one seen is the highest.
@@ -395,19 +419,28 @@ class RecordCollector:
     def _failed(self, err: KafkaError, msg, in_offset: int) -> None:
         """Keep the first failure, and the input offsets whose outputs failed with the same error: a
         broker refuses a whole record batch for one record too large, so the first report may name a
-        record that was only in its company."""
-        if self._failure is None:
+        record that was only in its company. A record librdkafka purged unsent (those queued behind a
+        refused batch) says nothing of itself: any other failure is kept in its place."""
+        self.delivery_failed = True
+        if self._failure is None or (
+            _translate.is_purged(self._failure[0]) and not _translate.is_purged(err)
+        ):
             self._failure = (err, msg.topic(), in_offset)
+            self._failed_offsets = {}
         if err.code() == self._failure[0].code() and len(self._failed_offsets) < _MAX_CANDIDATES:
-            self._failed_offsets.add(in_offset)
+            size = len(msg.value() or b"") + len(msg.key() or b"")
+            self._failed_offsets[in_offset] = max(size, self._failed_offsets.get(in_offset, 0))
 
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record when
         it is known (else DeliveryFailedError: redo with `exact` to find it). A refusal that hit the
-        outputs of several input records names the first and lists them all (`ProduceError.candidates`)."""
+        outputs of several input records names the one of the largest output and lists them all, largest
+        first (`ProduceError.candidates`)."""
         remaining = self.serve(f"flushing outputs of {in_topic}/{in_partition}", self._timeout_s, flush=True)
         failure, self._failure = self._failure, None
-        candidates, self._failed_offsets = tuple(sorted(self._failed_offsets)), set()
+        # the largest output first: a record batch is refused for its largest record
+        sizes, self._failed_offsets = self._failed_offsets, {}
+        candidates = tuple(sorted(sizes, key=lambda offset: (-sizes[offset], offset)))
         if failure is not None:
             err, out_topic, in_offset = failure
             verdict = classify_delivery(err)
@@ -441,8 +474,9 @@ class RecordCollector:
 
     def forget(self) -> None:
         """Drop every failure and witness seen: they belonged to a transaction that was aborted."""
+        self.delivery_failed = False
         self._failure = None
-        self._failed_offsets = set()
+        self._failed_offsets = {}
         self.witnesses = {}
 
     def close(self) -> None:

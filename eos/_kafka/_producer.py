@@ -78,7 +78,9 @@ class OutputProducer:
         self._call("commit_transaction", lambda: self._producer.commit_transaction(self._timeout_s), log)
         self.in_transaction = False
 
-    def abort_transaction(self, log=None) -> None:
+    def abort_transaction(self, log=None) -> bool:
+        """Abort the open transaction; returns whether a delivery of it failed (a refused record batch:
+        this producer is then not to be used again, `eos._core._task.PartitionTask._drop`)."""
         # What is still queued is delivered first: an abort sent while the transaction's partitions are
         # still being added to it fails with INVALID_TXN_STATE, a fatal error (librdkafka issue 4849),
         # as a dead letter's abort right after a refused record did (docs/design.md, "An abort right
@@ -94,7 +96,9 @@ class OutputProducer:
         # aborted transaction, not to the next one: serve them now, then forget every failure
         # (docs/design.md, "Finding a refused record").
         self.records.serve("serving the delivery reports of an aborted transaction", 0)
+        failed = self.records.delivery_failed
         self.records.forget()
+        return failed
 
     def close(self) -> None:
         """Abandon any open transaction (the next incarnation's init_transactions aborts it)."""

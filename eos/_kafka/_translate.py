@@ -153,6 +153,19 @@ def is_poison(err: KafkaError | None) -> bool:
     return err is not None and err.code() in _POISON_CODES
 
 
+def is_purged(err: KafkaError | None) -> bool:
+    """Whether a record was never sent: librdkafka purged it from its queue (an abort, or a failed
+    transaction's records still queued behind the one that failed). No verdict on the record itself."""
+    return err is not None and err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+
+
+def refuses_records(err: KafkaError | None) -> bool:
+    """Whether `produce()` refused a record because the producer's transaction takes no more: a
+    delivery of it failed (librdkafka then refuses every record until the transaction is aborted,
+    with "Erroneous state"). The failed delivery, not this refusal, says what went wrong."""
+    return err is not None and err.code() == KafkaError._STATE and not err.fatal()
+
+
 def is_fenced(err: KafkaError | None) -> bool:
     return err is not None and err.code() in _FENCED_CODES
 

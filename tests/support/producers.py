@@ -258,6 +258,7 @@ class FakeOutputProducer:
     def abort_transaction(self, log=None) -> None:
         self.step("abort")
         self.open, self.open_offsets, self.in_transaction = [], {}, False
+        self.records.delivery_failed = False
 
     def write(self, record: tuple[str, bytes, int]) -> None:
         """A produced (topic, value, input offset): visible at once without a transaction (idempotent)."""
@@ -280,6 +281,8 @@ class FakeRecords:
         self.exact_rows: list[int] = []  # input offsets produced with exact delivery tracking
         self.undeliverable: set[int] = set()
         self.batch_refusal = False
+        #: as RecordCollector's: a delivery of the open transaction failed (the producer is then replaced)
+        self.delivery_failed = False
         self.delivered_offsets: dict[tuple[str, int], int] = {}
 
     def produce(self, out: Output, topic, in_topic, in_partition, in_offset, changelog=False) -> None:
@@ -312,6 +315,7 @@ class FakeRecords:
         open_ = self.producer.open
         refused = sorted(o for t, _, o in open_ if o in self.undeliverable and t != "dlq")
         if refused:
+            self.delivery_failed = True
             if not self.exact:
                 raise eos.DeliveryFailedError("delivery failed (bulk: record unknown)")
             if self.batch_refusal:

@@ -506,50 +506,76 @@ def test_summary_of_an_empty_batch():
 # -- Arrow chunks: bulk delivery failures, transaction bounds, process_batch, input order ----------------
 
 
+def refusing(kafka: FakeKafka, cfg: eos.Config, offsets: set[int], batch: bool = False) -> FakeOutputProducer:
+    """The worker's kept producer and every fresh one refuse the outputs of input `offsets` (with `batch`,
+    every output of a transaction that holds one, as a broker refuses a whole record batch); a producer
+    whose transaction had a delivery fail is not used again, so the task goes on with fresh ones."""
+
+    def setup(p: FakeOutputProducer) -> None:
+        p.records.undeliverable, p.records.batch_refusal = set(offsets), batch
+
+    kafka.setup = setup
+    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    setup(producer)
+    return producer
+
+
+def exact_rows(kafka: FakeKafka, kept: FakeOutputProducer) -> list[int]:
+    """The input offsets produced with exact delivery tracking, by every producer in turn."""
+    return [o for p in [kept, *kafka.created] for o in p.records.exact_rows]
+
+
 @pytest.mark.parametrize("max_redo", [0, 2])
 def test_bulk_delivery_failure_is_redone_record_by_record_to_name_the_record(kafka, max_redo):
     cfg = config(commit_every=4, max_redo=max_redo)
-    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.records.undeliverable = {6}
+    producer = refusing(kafka, cfg, {6})
     t = task(cfg)
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(10))])
     assert info.value.offset == 6
-    assert producer.records.exact_rows == [4, 5, 6, 7], "the failed transaction was redone record by record"
+    assert exact_rows(kafka, producer) == [4, 5, 6, 7], "the failed transaction was redone record by record"
     assert kafka.values() == [value(o) for o in range(4)]  # the transaction before it stays committed
     assert kafka.offsets == {(IN, 0): 4}
     assert (t.stats.aborted, t.stats.redos) == (2, 1)
+    # the producer whose transaction had a delivery refused was aborted and replaced by a fresh one; the
+    # record named, the fresh one's transaction is aborted and the task fails
+    assert [p.calls[-1] for p in [producer, *kafka.created]] == ["abort", "abort"]
+    assert t.stats.producers_replaced == 1
 
 
 def test_a_refusal_that_hits_a_whole_record_batch_is_narrowed_to_the_record_refused_alone(kafka):
     cfg = config(commit_every=100)
-    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.records.undeliverable, producer.records.batch_refusal = {6}, True
+    producer = refusing(kafka, cfg, {6}, batch=True)
     t = task(cfg)
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(10))])
     assert info.value.offset == 6 and info.value.candidates == (6,)
     # bulk, then record by record (all 10 refused together), then each suspect alone up to the culprit
-    assert producer.records.exact_rows == list(range(10)) + list(range(7))
+    assert exact_rows(kafka, producer) == list(range(10)) + list(range(7))
     assert kafka.outputs == [] and kafka.offsets == {}
-    assert "commit" not in producer.calls, "every transaction of the search was aborted"
+    assert all("commit" not in p.calls for p in [producer, *kafka.created]), "the search committed"
 
 
 def test_a_suspect_whose_write_is_purged_is_written_again_not_taken_as_accepted(kafka):
-    """librdkafka 2.12 purges the first record produced after an abort that followed a refused batch
-    (_PURGE_QUEUE): that is no verdict on the suspect."""
+    """A record purged unsent (_PURGE_QUEUE) is no verdict on the suspect."""
     cfg = config(commit_every=100)
-    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.records.undeliverable, producer.records.batch_refusal = {2}, True
+    producer = refusing(kafka, cfg, {2}, batch=True)
     purged = eos.TransactionAbortableError("delivery to 'out' failed: Local: Purged in queue")
-    # flushes: bulk, record by record, then suspect 0 (purged), 0 again, 1, 2
-    producer.fail["flush"] = [None, None, purged]
+    setup = kafka.setup
+
+    def purging_once(p: FakeOutputProducer) -> None:
+        setup(p)
+        if len(kafka.created) == 1:  # the second fresh one, the search's: its first write is purged
+            p.fail["flush"] = [purged]
+
+    kafka.setup = purging_once
     t = task(cfg)
     with pytest.raises(eos.ProduceError) as info:
         t.run([rows(range(5))])
     assert info.value.offset == 2 and info.value.candidates == (2,)
-    assert producer.records.exact_rows == list(range(5)) + [0, 0, 1, 2]
-    assert kafka.outputs == [] and "commit" not in producer.calls
+    # bulk (kept), record by record (fresh), then suspects alone: 0 (purged), 0 again, 1, 2
+    assert exact_rows(kafka, producer) == list(range(5)) + [0, 0, 1, 2]
+    assert kafka.outputs == [] and all("commit" not in p.calls for p in [producer, *kafka.created])
 
 
 def test_a_transient_bulk_failure_succeeds_in_the_redo_and_the_next_transaction_is_bulk_again(kafka):
@@ -763,12 +789,22 @@ def test_a_record_the_client_refuses_becomes_a_dead_letter_and_a_missing_topic_d
 
 def test_a_delivery_refused_in_a_whole_record_batch_is_narrowed_then_dead_lettered(kafka):
     cfg = dead_letter_config()
-    kafka.kept = producer = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
-    producer.records.undeliverable, producer.records.batch_refusal = {6}, True
+    refusing(kafka, cfg, {6}, batch=True)
     stats = task(cfg).run([rows(range(10))])
     assert committed(kafka, "out") == [o for o in range(10) if o != 6]
     assert committed(kafka, DLQ) == [6]
     assert (stats.dead_letters, kafka.offset_commits) == (1, [10])
+
+
+def test_several_refused_records_in_one_record_batch_are_each_dead_lettered(kafka):
+    """Three outputs of one transaction refused together with the good ones: each refused alone is a
+    dead letter, the good rows are written once."""
+    cfg = dead_letter_config()
+    refusing(kafka, cfg, {2, 5, 9}, batch=True)
+    stats = task(cfg).run([rows(range(12))])
+    assert committed(kafka, "out") == [o for o in range(12) if o not in (2, 5, 9)]
+    assert committed(kafka, DLQ) == [2, 5, 9]
+    assert (stats.dead_letters, kafka.offset_commits) == (3, [12])
 
 
 def test_a_dead_letter_refused_too_fails_the_batch_naming_both_errors(kafka):

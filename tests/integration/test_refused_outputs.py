@@ -1,0 +1,137 @@
+"""on_error="dead_letter" where the broker refuses many outputs in one transaction (real broker, real
+Spark): the output topic takes 65,536-byte record batches, bad rows return 100,000-byte outputs or make
+their function raise, spread through transactions of hundreds of rows. The broker refuses each whole
+record batch a big output travels in, good outputs with it, and once one delivery of a transaction
+failed, librdkafka refuses every record after it ("Erroneous state") until the transaction is aborted.
+Every good row's output must be written once, in order, and every bad row dead-lettered once, naming
+itself: for each API, and through a driver SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import kill_after_commits, line_count, write_available
+
+import eos
+from eos import testing
+from tests.integration.refusals_app import APIS, SMALL_TOPIC, bad_kind, config_of, process_batch, query
+from tests.support.processes import DriverProcess
+from tests.support.summaries import read_summaries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _topics(bootstrap, names, partitions, per_partition):
+    source, output, dead_letters = names("in"), names("out"), names("dlq")
+    testing.create_topic(bootstrap, source, partitions)
+    testing.create_topic(bootstrap, output, partitions, config=SMALL_TOPIC)
+    testing.create_topic(bootstrap, dead_letters, 1)
+    sent = testing.produce_sequence(bootstrap, source, partitions, per_partition)
+    return source, output, dead_letters, sent
+
+
+def _check(bootstrap, source, output, dead_letters, sent, api):
+    """Read back read_committed: the good rows' outputs exactly once, in order (with running counts that
+    never counted a bad row, but pass-through); each bad row's dead letter once, naming it."""
+    kinds = {
+        (p, o): bad_kind(testing.parse_value(v)[2], api)
+        for p, values in sent.items()
+        for o, v in enumerate(values)
+    }
+    good = {p: [v for o, v in enumerate(values) if kinds[(p, o)] is None] for p, values in sent.items()}
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    counts = None if api == "passthrough" else testing.expected_running_counts(good)
+    result = testing.compare(testing.flatten(good), records, hanging, running_counts=counts)
+    assert result.exactly_once, result
+    assert result.state_mismatches == 0, "a bad row's stored count survived its dead letter"
+
+    letters, hanging = testing.read_topic(
+        bootstrap, dead_letters, marker=testing.write_markers(bootstrap, dead_letters)
+    )
+    assert hanging == []
+    seen = Counter()
+    for letter in letters:
+        headers = dict(letter.headers)
+        where = (int(headers["__eos.errors.partition"]), int(headers["__eos.errors.offset"]))
+        seen[where] += 1
+        assert headers["__eos.errors.topic"] == source.encode()
+        expected = {"refused": b"eos.errors.ProduceError", "raise": b"ValueError"}[kinds[where]]
+        assert headers["__eos.errors.exception"] == expected, (where, headers)
+    bad = {where for where, kind in kinds.items() if kind is not None}
+    assert [where for where, n in seen.items() if n > 1] == [], "a dead letter written twice"
+    assert set(seen) == bad, (
+        f"dead letters missing: {sorted(bad - set(seen))[:5]}, extra: {sorted(set(seen) - bad)[:5]}"
+    )
+    return Counter(kinds[where] for where in bad)
+
+
+@pytest.mark.parametrize("api", [*APIS, "format_eos"])
+def test_many_refused_outputs_in_one_transaction_are_each_dead_lettered(
+    spark, bootstrap, names, tmp_path, api
+):
+    """One input partition of 1,200 rows written in one transaction: 30 outputs refused and, but for
+    pass-through, 17 rows whose function raises (`format("eos")`: with process_batch). (Before: the
+    second refusal's transaction was redone record by record until librdkafka's "Erroneous state"
+    failed the task as fatal, at every attempt.)"""
+    source, output, dead_letters, sent = _topics(bootstrap, names, 1, 1_200)
+    config = config_of(bootstrap, names("app"), output, dead_letters, commit_every=5_000)
+    if api == "format_eos":
+        _write_with_format_eos(spark, config, source, tmp_path / "ckpt")
+        api = "process_batch"
+    else:
+        df, sink = query(spark, config, source, api)
+        write_available(df, sink, tmp_path / "ckpt")
+        (summary,) = sink.history
+        assert summary.transactions == 1, summary
+    kinds = _check(bootstrap, source, output, dead_letters, sent, api)
+    assert kinds["refused"] == 30 and (kinds["raise"] > 10) == (api != "passthrough"), kinds
+
+
+def _write_with_format_eos(spark, config, source, checkpoint) -> None:
+    name = eos.register(spark, "eos-refusals", process_batch=process_batch, stores={"counts": "json"})
+    writer = eos.read_stream(spark, config, [source]).writeStream.format(name)
+    options = {
+        "kafka.bootstrap.servers": config.bootstrap_servers,
+        "topic": config.output_topic,
+        "eos.app.id": config.app_id,
+        "eos.processing.guarantee": config.processing_guarantee,
+        "eos.commit.every": config.commit_every,
+        "eos.on.error": config.on_error,
+        "eos.dead.letter.topic": config.dead_letter_topic,
+        "eos.max.dead.letters.per.batch": config.max_dead_letters_per_batch,
+        "checkpointLocation": checkpoint,
+    }
+    for key, value in options.items():
+        writer = writer.option(key, str(value))
+    writer.trigger(availableNow=True).start().awaitTermination()
+
+
+@pytest.mark.long  # ~50 s: make chaos (make test runs the same refusals in-session for every API)
+def test_refused_outputs_are_dead_lettered_once_through_a_driver_kill(bootstrap, names, tmp_path):
+    """process_batch over 4 partitions x 1,500 rows, 2,400 rows a batch, transactions of 400 rows, each
+    with a few outputs the broker refuses and a few rows that raise; the driver is SIGKILLed after a few
+    transactions committed, mid-batch, then run again on the same checkpoint."""
+    api = "process_batch"
+    source, output, dead_letters, sent = _topics(bootstrap, names, 4, 1_500)
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    commits, summaries = tmp_path / "commits.jsonl", tmp_path / "summaries.jsonl"
+    argv = [sys.executable, "-m", "tests.integration.refusals_app", bootstrap, app_id, source, output]
+    argv += [dead_letters, str(checkpoint), str(commits), str(summaries), api]
+
+    def driver() -> DriverProcess:
+        return DriverProcess(argv, log_path=str(tmp_path / "driver.log"), cwd=ROOT)
+
+    kill_after_commits(driver(), commits, 3)
+    committed = line_count(commits)
+    assert driver().wait() == 0, (tmp_path / "driver.log").read_text()[-4000:]
+    kinds = _check(bootstrap, source, output, dead_letters, sent, api)
+    assert kinds["refused"] >= 100 and kinds["raise"] >= 60, kinds
+    # The kill hit its target: transactions holding dead letters had committed, and the batch they were
+    # part of was run again, skipping them.
+    before = [json.loads(line) for line in commits.read_text().splitlines()[:committed]]
+    assert any(commit["dead_letters"] for commit in before), before
+    assert sum(s["skipped"] for s in read_summaries(summaries)) > 0, "no kill landed mid-batch"
