@@ -20,6 +20,9 @@
     │                           (input_mode "any"); names batch and part; nothing of that part written
     ├── PartTooLargeError       a part's one transaction would outlive transaction.timeout.ms (input_mode
     │                           "any"); aborted, names batch and part and what bounds a part
+    ├── InputGapError           `eos offsets reset` set an input partition's offset back and the query
+    │                           resumed past it (its checkpoint): the records between would be skipped;
+    │                           raised before anything of that input partition is written or skipped
     ├── CommitLostError         a committed transaction is not visible on a partition it wrote to (the
     │                           broker aborted it there); raised before anything of that input partition
     │                           is skipped; names the offset, the partitions and what to do
@@ -311,6 +314,19 @@ class PartTooLargeError(EosError):
         super().__init__(message)
         self.batch_id = batch_id
         self.part = part
+
+
+class InputGapError(EosError):
+    """`eos offsets reset` set an input partition's committed offset back, and the query resumed it past
+    that offset (Spark's Kafka source resumes from its checkpoint): the input records between would be
+    skipped, never written. `offset`: the committed offset; `resumes_at`: where this run reads."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int, resumes_at: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.resumes_at = resumes_at
 
 
 class CommitLostError(EosError):

@@ -35,6 +35,8 @@ class Incarnation:
         #: the committed offset a kept producer has yet to prove itself current with (step 2)
         self.unchecked: _offsets.Committed | None = None
         self.committed: int | None = None
+        #: the offset `eos offsets reset` replaced with the committed one (-1: not known), None: not reset
+        self.reset_from: int | None = None
         #: the committed offset's witnesses (exactly_once; `_witnesses`)
         self.witnesses: dict[tuple[str, int], int] = {}
         self.state: PartitionState | None = None
@@ -68,6 +70,8 @@ class Incarnation:
             return
         self.stats.offsets_seconds += time.monotonic() - t
         self.committed = _offsets.check_stamps(self.config, entries).get(tp)
+        reset, was = _offsets.operator_reset(entries[tp].metadata if entries.get(tp) else None)
+        self.reset_from = (-1 if was is None else was) if reset else None
         self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
         if self.config.exactly_once:
             self._prove(entries.get(tp), self.witnesses)

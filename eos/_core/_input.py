@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from eos._core._arrow import Layout, boundaries
 from eos._core._scope import PartitionScope
 from eos._kafka import _offsets, _reads
-from eos.errors import InputCoordinateError, InputOrderError
+from eos.errors import InputCoordinateError, InputGapError, InputOrderError
 
 #: The column `eos.read_stream` adds: each row's input coordinates as Spark's Kafka source read them.
 INPUT_COLUMN = "eos_input"
@@ -249,6 +249,51 @@ def require_contiguous(scope: PartitionScope, committed: int | None, start_known
         topic=topic,
         partition=partition,
         offset=unseen,
+    )
+
+
+def read_start(provenance: Provenance | None, topic: str, partition: int) -> int | None:
+    """Where the Kafka source began reading `topic`/`partition` in this batch, where the batch's lineage
+    says (classic Spark); None where only the rows say."""
+    if provenance is None:
+        return None
+    ranges = provenance.partitions if provenance.partitions is not None else provenance.ranges
+    starts = [r.start for r in ranges if (r.topic, r.partition) == (topic, partition)]
+    return min(starts) if starts else None
+
+
+def require_reset_honoured(
+    scope: PartitionScope, committed: int | None, reset_from: int | None, resumes_at: int
+) -> None:
+    """Raise InputGapError, before anything is written or skipped, where `eos offsets reset` set the
+    committed offset back (`reset_from`: the offset it replaced, -1 where not known) and this run reads the
+    partition from `resumes_at`, past it, with readable records between: Spark's Kafka source resumes
+    from its checkpoint, not from the group's offsets, and the task would commit past records it never
+    saw. A run that reads from below the replaced offset started where the reset points (a new
+    checkpoint, `eos.read_stream`): rows it filtered out before its first are not a gap."""
+    if reset_from is None or committed is None or resumes_at <= committed:
+        return
+    if 0 <= reset_from and resumes_at < reset_from:
+        return
+    unseen = _reads.unseen_record(scope.config, scope.topic, scope.partition, committed, resumes_at)
+    if unseen is None:
+        return
+    where, app = scope.where, scope.config.app_id
+    raise InputGapError(
+        f"input partition {where}: `eos offsets reset` set its committed offset to {committed}"
+        f"{f' (from {reset_from})' if reset_from >= 0 else ''}, but this query resumes it at offset"
+        f" {resumes_at}: Spark's Kafka source resumes from the query's checkpoint, not from the group's"
+        f" offsets, so input records {committed} to {resumes_at - 1} (the first: {unseen}) would be"
+        " skipped, never written. Nothing of this partition was written or skipped. To write them, stop"
+        " the query and start it with a new checkpointLocation: eos.read_stream starts each partition at"
+        " its committed offset (eos's state stores and ledgers carry over; Spark's own state, such as"
+        " an aggregation's, does not). To skip them instead:"
+        f' `eos offsets reset --app {app} --to \'{{"{scope.topic}": {{"{scope.partition}":'
+        f" {resumes_at}}}}}' --execute`.",
+        topic=scope.topic,
+        partition=scope.partition,
+        offset=committed,
+        resumes_at=resumes_at,
     )
 
 

@@ -89,6 +89,14 @@ class PartitionTask:
             self.incarnation.scope = self.scope
         self._start_incarnation(reuse=True)  # steps 1-4
         self.stats.start_seconds += time.monotonic() - t0
+        if first is not None and self.incarnation.reset_from is not None:
+            read_from = _input.read_start(self.job.provenance, self.topic, self.partition)
+            _input.require_reset_honoured(
+                self.scope,
+                self.incarnation.committed,
+                self.incarnation.reset_from,
+                read_from if read_from is not None else _arrow.first_offset(first, self.layout),
+            )
         if first is not None and self.job.check_input:
             _input.require_contiguous(self.scope, self.incarnation.committed, self.job.start_known)
         _crash.point("before_produce")  # F1

@@ -159,11 +159,11 @@ class Admin:
                 )
         return sorted(out)
 
-    def alter(self, group: str, offsets: Mapping[TP, int], metadata: str) -> None:
-        """Set the group's offsets, each with commit metadata `metadata`."""
+    def alter(self, group: str, offsets: Mapping[TP, int], metadata: Mapping[TP, str]) -> None:
+        """Set the group's offsets, each with its commit metadata."""
         request = [
             ConsumerGroupTopicPartitions(
-                group, [KafkaTP(t, p, o, metadata) for (t, p), o in sorted(offsets.items())]
+                group, [KafkaTP(t, p, o, metadata[(t, p)]) for (t, p), o in sorted(offsets.items())]
             )
         ]
         futures = self.client.alter_consumer_group_offsets(request, request_timeout=self.timeout)

@@ -2,11 +2,12 @@
 the group metadata that `send_offsets_to_transaction` needs (exactly_once).
 
 Every offset eos commits carries a stamp in its commit metadata: `eos/1;app=<app_id>;out=<output>`, or
-`eos/1;app=<app_id>;by=cli` when an operator moved it with `eos offsets reset`. The `format("eos")` data
-source adds `;query=<query id>;batch=<batch id>;from=<task's first row>` (`eos._core._input` reads them). eos
-skips every input row below the committed offset, so an offset committed by anything else (a consumer
-that reuses the group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with
-the same app_id writing elsewhere) would silently drop rows: `committed()` refuses it with
+`eos/1;app=<app_id>;by=cli;was=<the offset it replaced>` when an operator moved it with `eos offsets
+reset` (`eos._core._input.require_reset_honoured` reads it). The `format("eos")` data source adds
+`;query=<query id>;batch=<batch id>;from=<task's first row>` (`eos._core._input` reads them). eos skips
+every input row below the committed offset, so an offset committed by anything else (a consumer that
+reuses the group id with auto-commit, `kafka-consumer-groups --reset-offsets`, a second query with the
+same app_id writing elsewhere) would silently drop rows: `committed()` refuses it with
 ForeignOffsetError unless `accept_foreign_offsets` is set.
 """
 
@@ -57,9 +58,20 @@ def stamp(
     return own
 
 
-def cli_stamp(app_id: str) -> str:
-    """The commit metadata of an offset an operator set with `eos offsets reset`."""
-    return f"{STAMP_VERSION};app={app_id};by={CLI_STAMP_SOURCE}"
+def cli_stamp(app_id: str, was: int | None = None) -> str:
+    """The commit metadata of an offset an operator set with `eos offsets reset`; `was`: the offset it
+    replaced (the next run must resume below it, or it skips what the reset asked to write again)."""
+    own = f"{STAMP_VERSION};app={app_id};by={CLI_STAMP_SOURCE}"
+    return own if was is None else f"{own};was={was}"
+
+
+def operator_reset(metadata: str | None) -> tuple[bool, int | None]:
+    """Whether `eos offsets reset` set this offset, and the offset it replaced (None: not known)."""
+    found = fields(metadata)
+    if found is None or found.get("by") != CLI_STAMP_SOURCE:
+        return False, None
+    was = found.get("was")
+    return True, int(was) if was is not None and was.lstrip("-").isdigit() else None
 
 
 def fields(metadata: str | None) -> dict[str, str] | None:

@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from eos._kafka import _admin, _java, _offsets, _topics
@@ -105,11 +105,13 @@ class Broker:
         with exit_codes():
             return self._admin.members(group)
 
-    def alter(self, group: str, offsets: dict[TP, int]) -> None:
+    def alter(self, group: str, offsets: dict[TP, int], was: Mapping[TP, int] | None = None) -> None:
         """Set the group's offsets, stamped as set by an operator (`eos._kafka._offsets.cli_stamp`), which
-        the app accepts as its own."""
+        the app accepts as its own, with the offset each replaced (`was`)."""
+        was = was or {}
+        stamps = {tp: _offsets.cli_stamp(group, was.get(tp)) for tp in offsets}
         with exit_codes():
-            self._admin.alter(group, offsets, _offsets.cli_stamp(group))
+            self._admin.alter(group, offsets, stamps)
 
 
 # -- Kafka's TransactionsCommand ----------------------------------------------------------------------

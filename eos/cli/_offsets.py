@@ -37,6 +37,13 @@ TP = tuple[str, int]
 PROGRESS_KEPT = "progress of input_mode 'any', not input: name it with --topic and --drop-progress"
 
 
+#: what the next run does with offsets set back (`eos._core._input.require_reset_honoured`)
+MOVED_BACK = (
+    "offsets set back are written from by a query started with a new checkpointLocation (eos.read_stream"
+    " starts there); on its old checkpoint the query resumes past them and refuses to run (InputGapError)"
+)
+
+
 def add_commands(commands, leaf: Leaf) -> None:
     """eos offsets show / reset."""
     offsets = commands.add_parser("offsets", help="the group's committed input offsets")
@@ -274,7 +281,7 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     dropped = sorted(p for t, p in new if t == progress and (t, p) in committed) if dropping else []
     dry_run = not args.execute
     if not dry_run and new:
-        broker.alter(app, new)
+        broker.alter(app, new, was=committed)
     if args.json:
         print_json(
             {
@@ -301,6 +308,8 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
             " they forget the batches they committed, and a batch the query runs again (one a crash"
             " interrupted) is written again in full, committed parts included"
         )
+    if any(old is not None and new_ < old for _, _, old, new_ in rows):
+        print(MOVED_BACK)
     if dry_run:
         print(f"dry run: nothing changed ({len(rows)} partition(s) would be reset); add --execute to reset")
     else:

@@ -221,3 +221,62 @@ def test_a_task_whose_rows_follow_another_tasks_commit_loses_nothing():
     entry = _offsets.Committed(50, _offsets.stamp(_scope(20).config, "q1", 1, 20))
     with pytest.raises(InputOrderError, match="Nothing is lost"):
         require_unshared(_scope(50), entry)
+
+
+@pytest.mark.parametrize(
+    ("committed", "reset_from", "resumes_at", "gap"),
+    [
+        (1450, 1500, 1500, True),  # set back, the checkpoint resumes where the reset moved it from
+        (1450, 1500, 1600, True),
+        (1450, -1, 1500, True),  # an older eos's reset: any gap with records in it
+        (1450, 1500, 1450, False),  # a new checkpoint: it reads from the committed offset
+        (1450, 1500, 1460, False),  # ... its first rows filtered out: read, not skipped
+        (1450, 1500, 1400, False),  # a batch run again from below: rows below 1450 skipped as written
+        (1550, 1500, 1500, False),  # set forward: rows up to 1550 skipped, as the reset asks
+        (1450, None, 1500, False),  # not reset: the app's own offset (a filter drops rows)
+        (None, 1500, 1500, False),
+    ],
+)
+def test_a_reset_set_back_is_refused_only_where_this_run_resumes_past_it(
+    monkeypatch, committed, reset_from, resumes_at, gap
+):
+    from eos._core._input import require_reset_honoured
+    from eos._kafka import _reads
+    from eos.errors import InputGapError
+
+    looked = []
+
+    def unseen_record(config, topic, partition, low, high):
+        looked.append((low, high))
+        return low  # a record in every gap looked at
+
+    monkeypatch.setattr(_reads, "unseen_record", unseen_record)
+    if not gap:
+        require_reset_honoured(_scope(resumes_at), committed, reset_from, resumes_at)
+        assert looked == []
+        return
+    with pytest.raises(InputGapError) as info:
+        require_reset_honoured(_scope(resumes_at), committed, reset_from, resumes_at)
+    assert (info.value.offset, info.value.resumes_at) == (committed, resumes_at)
+    assert looked == [(committed, resumes_at)]
+    assert "new checkpointLocation" in str(info.value)
+    assert f'--to \'{{"in": {{"0": {resumes_at}}}}}\'' in str(info.value)
+
+
+def test_a_gap_after_a_reset_that_holds_no_record_passes(monkeypatch):
+    """Offsets without a record (a transaction's marker, aborted records) are what the source skips too."""
+    from eos._core._input import require_reset_honoured
+    from eos._kafka import _reads
+
+    monkeypatch.setattr(_reads, "unseen_record", lambda *args: None)
+    require_reset_honoured(_scope(1500), 1450, 1500, 1500)
+
+
+def test_where_the_source_began_reading_comes_from_the_lineage_where_there_is_one():
+    from eos._core._input import Provenance, SourceRange, read_start
+
+    split = (SourceRange("in", 0, 100, 150), SourceRange("in", 0, 150, 200), SourceRange("in", 1, 7, 9))
+    assert read_start(Provenance(partitions=split), "in", 0) == 100
+    assert read_start(Provenance(ranges=split), "in", 1) == 7
+    assert read_start(Provenance(column="eos_input"), "in", 0) is None
+    assert read_start(None, "in", 0) is None

@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 import eos
-from eos._kafka._offsets import Committed, check_stamps, cli_stamp, is_own, stamp
+from eos._kafka._offsets import Committed, check_stamps, cli_stamp, is_own, operator_reset, stamp
 from tests.support.configs import config as base_config
 
 config = partial(base_config, app_id="orders")
@@ -18,6 +18,21 @@ def test_stamps_name_the_app_and_its_output_or_the_operator():
     assert stamp(config()) == "eos/1;app=orders;out=out"
     assert stamp(config(output_topic=None, output_topic_column="dest")) == "eos/1;app=orders;out=column:dest"
     assert cli_stamp("orders") == "eos/1;app=orders;by=cli"
+    assert cli_stamp("orders", was=1500) == "eos/1;app=orders;by=cli;was=1500"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "reset"),
+    [
+        ("eos/1;app=orders;by=cli;was=1500", (True, 1500)),
+        ("eos/1;app=orders;by=cli", (True, None)),  # an older eos's reset: what it replaced is not known
+        ("eos/1;app=orders;out=out", (False, None)),
+        (None, (False, None)),
+        ("eos/1;app=orders;by=cli;was=x", (True, None)),
+    ],
+)
+def test_an_operators_reset_and_the_offset_it_replaced_are_read_from_the_stamp(metadata, reset):
+    assert operator_reset(metadata) == reset
 
 
 @pytest.mark.parametrize(
@@ -25,6 +40,7 @@ def test_stamps_name_the_app_and_its_output_or_the_operator():
     [
         ("eos/1;app=orders;out=out", True),
         ("eos/1;app=orders;by=cli", True),  # `eos offsets reset` set it: the operator's decision
+        ("eos/1;app=orders;by=cli;was=12", True),
         (None, False),  # a consumer that reuses the group id, kafka-consumer-groups --reset-offsets
         ("", False),
         ("eos/1;app=billing;out=out", False),  # another eos app with this group id
