@@ -238,6 +238,7 @@ class Bench:
             batches=len(history),
             transactions=sum(s["transactions"] for s in history),
             regrouped_batches=sum(1 for s in history if s["regrouped"]),
+            restored=sum(s["restored"] for s in history),
             commit_p50_ms=ms(report.percentile(seconds, 50)),
             commit_p99_ms=ms(report.percentile(seconds, 99)),
             **report.batch_steps(history),
@@ -282,6 +283,11 @@ class Bench:
 
     def row_eos_exactly_once_stateful_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_stateful_batch", out, "exactly_once", stateful="batch")
+
+    def row_eos_at_least_once_stateful_batch(self, out: str) -> dict:
+        """Row 4b at_least_once: its stores roll forward from their checkpoints as exactly_once's do
+        (`restored`: changelog records read, 0 without faults)."""
+        return self._eos_row("eos_at_least_once_stateful_batch", out, "at_least_once", stateful="batch")
 
     def row_eos_exactly_once_arrow50k(self, out: str) -> dict:
         """Row 3 with Arrow batches of 50,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch)."""

@@ -17,6 +17,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_loop", "3l eos exactly_once, one produce() per record (arrow_produce=false)"),
     ("eos_exactly_once_stateful", "4 eos exactly_once + count per key (process, per row)"),
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
+    ("eos_at_least_once_stateful_batch", "4a eos at_least_once + count per key (process_batch)"),
     ("eos_exactly_once_stateful_rocksdb", "4r row 4 with state_store='rocksdb'"),
     ("eos_exactly_once_stateful_batch_rocksdb", "4br row 4b with state_store='rocksdb'"),
     ("eos_exactly_once_stateful_snapshots", "4s row 4 with a store snapshot after every batch"),

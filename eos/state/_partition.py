@@ -397,7 +397,9 @@ def _distrust(
             f" {topic_id}: deleted and created again, or this state directory is another cluster's or"
             " another environment's with the same app_id"
         )
-    if checkpoint.skip_from != skip_from:
+    if checkpoint.skip_from is not None and checkpoint.skip_from != skip_from:
+        # Written as a restore began, and still there: that restore was cut short. (A checkpoint written
+        # after a restore or a commit has none: the store reflects every record up to its offset.)
         return (
             f"a restore that skipped input from offset {checkpoint.skip_from} was cut short, and this"
             f" one skips from {skip_from}"
