@@ -132,7 +132,7 @@ def restore(bench: Bench) -> dict:
                 {"big": eos.StoreSpec()},
             )
             t = time.perf_counter()
-            state.open(None)
+            state.open(keys)  # every record of committed input
             seconds = time.perf_counter() - t
             restored = state.restored
             state.close()

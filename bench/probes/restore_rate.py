@@ -121,7 +121,7 @@ def main() -> None:
             )
             empty.clear()
             wall, cpu = time.perf_counter(), time.process_time()
-            state.open(None)
+            state.open(args.keys)  # every record of committed input
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             restored = state.restored
             state.close()

@@ -11,7 +11,7 @@ For each store:
        created again, or the state directory is another cluster's or environment's: a topic id
        differs), it has records to roll forward over and has not read its changelog for half the
        changelog's delete.retention.ms (compaction may have removed tombstones of keys it still
-       holds), or it was being restored at_least_once with input skipped from another offset. Such a
+       holds), or it was being restored with input skipped from another offset. Such a
        store is wiped and restored whole. Against the changelog's bounds: one that now begins after the
        store's offset (records deleted) or ends before it (lost data) means wipe and restore what it
        holds.
@@ -20,8 +20,9 @@ For each store:
        consumer up to the high watermark, each batch applied with the offset it reaches, so that a
        restore cut short (F6: a crash, or no progress within the deadline) resumes from what it
        applied. Waits while an open transaction holds the last stable offset below the high watermark
-       (else the restore would silently stop short). at_least_once: records whose input offset is at
-       or past the group's committed offset are not applied (their input will be processed again).
+       (else the restore would silently stop short). Records whose input offset is at or past the
+       group's committed offset are not applied (their input will be processed again): at_least_once
+       writes such records, and they are still there when a query switches to exactly_once.
        Nothing is read when the one offset left is proven a marker (`_only_a_marker`).
     4c. wipe mode: the first write after a commit removes the checkpoint file, so a crash with writes
        that are not yet committed leaves the store unclean.
@@ -131,7 +132,11 @@ class PartitionState:
     def _recover(self, name: str, store: PartitionStore) -> None:
         config, log, partition = self.scope.config, self.scope.log, self.scope.partition
         changelog = self.changelogs[name]
-        skip_from = None if config.exactly_once else (self.committed_input or 0)
+        # Changelog records of input at or past the committed offset: that input is processed again.
+        # at_least_once writes them without a transaction (a crash between its flush and its offset
+        # commit), and they stay there after a switch to exactly_once, whose own are never visible
+        # without their offset: skipped whatever the guarantee now.
+        skip_from = self.committed_input or 0
         low, high = _changelog.bounds(config, changelog, partition)
         # 4a. Decide.
         checkpoint = store.read_checkpoint()

@@ -291,7 +291,7 @@ class PartitionStore:
 
     def write_checkpoint(self, changelog_offset: int, skip_from: int | None = None) -> None:
         """The store is clean: it reflects its changelog (`changelog_id`) up to `changelog_offset`, now.
-        `skip_from`: written as a restore begins (at_least_once), which applies no record of input at or
+        `skip_from`: written as a restore begins, which applies no record of input at or
         past it, so that a restore resumed with another one starts over instead."""
         checkpoint = _names.StoreCheckpoint(changelog_offset, self.changelog_id, time.time(), skip_from)
         _names.write_checkpoint(self.checkpoint_path, checkpoint)

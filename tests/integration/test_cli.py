@@ -328,7 +328,7 @@ def _restore(config, topic, partition):
     """What a task does at start: open the partition's stores (restoring them from the changelog)."""
     scope = PartitionScope(config, topic, partition, 0, None, get_logger(test="cli"))
     state = PartitionState(scope, {"counts": eos.StoreSpec()})
-    state.open(None)
+    state.open(100)  # the input of every changelog record committed
     state.close()
     return state
 

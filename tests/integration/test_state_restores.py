@@ -3,12 +3,17 @@ switched (real broker, real Spark)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
-from conftest import run_query
+from conftest import finish, group_offsets, run_query, seed, start_pipeline
 
 import eos
 from eos import testing
+from eos._names import INPUT_OFFSET_HEADER
 from examples.pipeline import count_per_key
+from tests.support.counting import changelog_mismatches
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
@@ -39,3 +44,94 @@ def test_a_stateful_query_without_faults_restores_nothing_after_its_first_batch(
         testing.flatten(sent), records, hanging, running_counts=testing.expected_running_counts(sent)
     )
     assert result.exactly_once and result.state_mismatches == 0, result
+
+
+def _wait_for(path: Path, proc, timeout: float = 180) -> None:
+    """Until `path` exists (a crash point's marker): the driver must still be running."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.running(), f"the driver ended before {path.name}:\n{proc.log_tail()}"
+        assert time.monotonic() < deadline, f"{path.name} did not come within {timeout}s"
+        time.sleep(0.05)
+
+
+def _changelog_inputs(bootstrap: str, changelog: str) -> dict[int, list[int]]:
+    """The input offsets the changelog's committed records carry, per partition."""
+    records, _ = testing.read_topic(bootstrap, changelog)
+    out: dict[int, list[int]] = {}
+    for r in records:
+        out.setdefault(r.partition, []).append(int(dict(r.headers)[INPUT_OFFSET_HEADER]))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("before", "after", "point"),
+    [
+        ("at_least_once", "exactly_once", "after_produce"),
+        pytest.param("exactly_once", "at_least_once", "after_send_offsets", marks=pytest.mark.long),
+    ],
+)
+def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
+    bootstrap, names, tmp_path, before, after, point
+):
+    """A running count per key (2 partitions x 600 records, 400 a batch, transactions of 100). Under
+    `before` a task stops at `point` (at_least_once: its outputs and changelog records written, its
+    offset not committed; exactly_once: its offsets in the open transaction) and the driver is SIGKILLed
+    there; the query is restarted at once under `after` on the same checkpoint and state, runs to the
+    end, then, stopped cleanly, under `before` again over 600 more records each. Every output's count
+    and the changelog's final counts equal a recomputation from the input (outputs written twice only by
+    at_least_once). (Before: the exactly_once restore applied the at_least_once changelog records of
+    input past the committed offset, and that input was counted again, for good.)"""
+    source, output, sent = seed(bootstrap, names, 600, 2)
+    app_id, once, summaries = names("app"), tmp_path / "once", tmp_path / "summaries.jsonl"
+    once.mkdir()
+    env = {
+        "EOS_STATE_DIR": str(tmp_path / "state"),
+        "EOS_TRANSACTION_TIMEOUT_MS": "10000",  # at_least_once cannot fence the killed transaction
+        "EOS_COMMIT_INTERVAL_MS": "5000",
+    }
+    flags = {"max_offsets": 400, "commit_every": 100, "stateful": True}
+    changelog = f"{app_id}-{source}-counts-changelog"
+
+    def run(guarantee: str, **more_env: str):
+        return start_pipeline(
+            bootstrap,
+            app_id,
+            source,
+            output,
+            tmp_path / "ckpt",
+            summaries,
+            {**env, "EOS_PROCESSING_GUARANTEE": guarantee, **more_env},
+            **flags,
+        )
+
+    proc = run(before, EOS_PAUSE_AT=point, EOS_CRASH_ONCE_DIR=str(once))
+    _wait_for(once / f"paused-{point}", proc)
+    if before == "at_least_once":
+        # The fault hit its target: a changelog record of input at or past the committed offset.
+        group = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+        committed = {p: o or 0 for p, o in group_offsets(group, source, 2).items()}
+        past = {
+            p: [o for o in offsets if o >= committed[p]]
+            for p, offsets in _changelog_inputs(bootstrap, changelog).items()
+        }
+        assert any(past.values()), (committed, past)
+    assert proc.kill(), "the driver ended before the kill"
+    finish(run(after))
+    more = testing.produce_sequence(bootstrap, source, 2, 600, start=600)
+    for partition, values in more.items():
+        sent[partition].extend(values)
+    finish(run(before))
+
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    counts = testing.expected_running_counts(sent)
+    wrong = [
+        r.value
+        for r in records
+        if counts.get(r.value.rpartition(b"#")[0]) != int(r.value.rpartition(b"#")[2])
+    ]
+    written = {r.value.rpartition(b"#")[0] for r in records}
+    assert (hanging, wrong[:5], len(wrong)) == ([], [], 0), "an output counted an input twice"
+    assert written == set(testing.flatten(sent)), "an input never written"
+    assert changelog_mismatches(bootstrap, changelog, sent) == 0

@@ -97,6 +97,10 @@ def config(tmp_path: Path, mode: str = "transactional", guarantee: str = "exactl
     )
 
 
+#: a committed input offset past every record's input in these tests: a restore skips none of them
+ALL_COMMITTED = 1_000_000
+
+
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "app" / f"{IN}-{PARTITION}"
 
@@ -638,7 +642,7 @@ def test_a_roll_forward_over_a_commit_marker_waits_briefly(tmp_path, consumer):
     fake = consumer([(0, b"a", b"1", 0)], high=5)
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert fake.assigned == [("app-in-counts-changelog", PARTITION, 4)]
         assert state.stores["counts"].local_offset() == 5 and state.restored == 0
         assert fake.waits and max(fake.waits) <= 0.05, fake.waits
@@ -651,7 +655,7 @@ def test_restore_at_the_end_reads_nothing(tmp_path, consumer):
     fake = consumer([(0, b"a", b"1", 0)], high=4)
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert fake.assigned == []
         assert dict(state.view.store("counts").items()) == {b"a": b"1"}
         assert state.stores["counts"].local_offset() == 4
@@ -660,9 +664,13 @@ def test_restore_at_the_end_reads_nothing(tmp_path, consumer):
         state.close()
 
 
-def test_at_least_once_restore_skips_records_of_uncommitted_input(tmp_path, consumer):
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_restore_skips_records_of_uncommitted_input_whatever_the_guarantee(tmp_path, consumer, guarantee):
+    """Visible changelog records of input at or past the committed offset: at_least_once writes them
+    without a transaction (a crash between its flush and its offset commit), and after a switch to
+    exactly_once they are still there; their input is processed again, so they are not applied."""
     consumer([(0, b"a", b"1", 3), (1, b"b", b"2", 5), (2, b"a", b"changed", 7)], high=3)
-    cfg = config(tmp_path, guarantee="at_least_once", **short_timeouts())
+    cfg = config(tmp_path, guarantee=guarantee, **short_timeouts())
     state = partition_state(cfg, "counts")
     try:
         state.open(committed_input=5)  # input 5 and 7 will be processed again
@@ -673,11 +681,11 @@ def test_at_least_once_restore_skips_records_of_uncommitted_input(tmp_path, cons
         state.close()
 
 
-def test_exactly_once_restore_applies_every_committed_record(tmp_path, consumer):
+def test_exactly_once_restore_applies_every_record_of_committed_input(tmp_path, consumer):
     consumer([(0, b"a", b"1", 3), (1, b"b", b"2", 5), (2, b"a", b"changed", 7)], high=3)
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=5)
+        state.open(committed_input=8)
         assert dict(state.view.store("counts").items()) == {b"a": b"changed", b"b": b"2"}
     finally:
         state.close()
@@ -688,7 +696,7 @@ def test_local_store_ahead_of_its_changelog_is_not_trusted(tmp_path, consumer):
     consumer([(0, b"a", b"1", 0)], high=2)  # the changelog now ends before the local offset
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert dict(state.view.store("counts").items()) == {b"a": b"1"}
     finally:
         state.close()
@@ -722,7 +730,7 @@ def test_an_offset_that_leaves_the_changelog_during_the_restore_is_an_error_not_
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
         with pytest.raises(eos.RetriableError, match="no longer in the changelog"):
-            state.open(committed_input=None)
+            state.open(committed_input=ALL_COMMITTED)
     finally:
         state.close()
 
@@ -748,7 +756,7 @@ def test_a_store_built_from_another_changelog_topic_is_restored_whole(tmp_path, 
     log = Log()
     state = partition_state(config(tmp_path, **short_timeouts()), "counts", log=log)
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
         assert dict(state.view.store("counts").items()) == {b"a": b"1", b"b": b"2", b"c": b"3"}
         assert log.said("local store not trusted: wiping and restoring it whole")
@@ -763,7 +771,7 @@ def test_a_checkpoint_that_names_no_changelog_is_restored_whole(tmp_path, consum
     fake = consumer([(0, b"a", b"1", 0)], high=3)
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0)]
         assert dict(state.view.store("counts").items()) == {b"a": b"1"}
     finally:
@@ -790,7 +798,7 @@ def test_a_store_too_old_for_its_tombstones_is_restored_whole(tmp_path, consumer
     fake = consumer(records, high=high)
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert fake.assigned == [("app-in-counts-changelog", PARTITION, 0 if whole else 2)]
         expected = {b"kept": b"1"} if whole else {b"deleted": b"1", b"kept": b"1"}
         if high == 4:
@@ -833,12 +841,12 @@ def test_a_restore_cut_short_resumes_from_what_it_applied(tmp_path, consumer):
     cfg = config(tmp_path, mode="wipe", **short_timeouts())
     state = partition_state(cfg, "counts")
     with pytest.raises(KeyboardInterrupt):
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
     state.close()
     again = consumer(records, high=30)
     state = partition_state(cfg, "counts")
     try:
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert again.assigned == [("app-in-counts-changelog", PARTITION, 10)]
         assert state.restored == 20
         assert len(dict(state.view.store("counts").items())) == 30
@@ -861,7 +869,7 @@ def test_a_restore_that_progresses_outlasts_its_deadline_and_one_that_stalls_doe
     state = partition_state(config(tmp_path, **timeouts), "counts")
     try:
         started = time.monotonic()
-        state.open(committed_input=None)
+        state.open(committed_input=ALL_COMMITTED)
         assert time.monotonic() - started > 0.5 and state.restored == 10
     finally:
         state.close()
@@ -871,7 +879,7 @@ def test_a_restore_that_progresses_outlasts_its_deadline_and_one_that_stalls_doe
     state = partition_state(config(tmp_path / "other", **timeouts), "counts")
     try:
         with pytest.raises(eos.RetriableError, match=r"no progress for 0.5s at offset 0 of 10"):
-            state.open(committed_input=None)
+            state.open(committed_input=ALL_COMMITTED)
     finally:
         state.close()
 
@@ -892,7 +900,7 @@ def test_records_of_another_owner_are_refused(tmp_path, consumer, monkeypatch):
     state = partition_state(config(tmp_path, **short_timeouts()), "counts")
     try:
         with pytest.raises(eos.ChangelogError, match=r"offset 1 belongs to store 'app-x/y/counts'"):
-            state.open(committed_input=None)
+            state.open(committed_input=ALL_COMMITTED)
     finally:
         state.close()
 
