@@ -43,6 +43,7 @@ from eos.errors import (
     TooManyDeadLettersError,
     TopicNotFoundError,
     TransactionAbortableError,
+    TransactionInDoubtError,
     TransactionTimeoutError,
 )
 from eos.records import Output
@@ -101,6 +102,7 @@ __all__ = [
     "TooManyDeadLettersError",
     "TopicNotFoundError",
     "TransactionAbortableError",
+    "TransactionInDoubtError",
     "TransactionTimeoutError",
     "foreach_writer",
     "read_stream",

@@ -11,12 +11,17 @@ has taken the partition over (a zombie) or after the transaction timeout has pas
 
 `EOS_ABORT_AT=before_commit` likewise makes `abort_point("before_commit")` raise an abortable
 error, so the transaction is aborted and redone for real.
+
+`EOS_SIGNAL_AT=<point>` makes the process tell a harness that it reached the point (once, the file
+`<EOS_CRASH_ONCE_DIR>/reached-<point>`) and wait there until the harness creates `go-<point>`: so a
+fault outside the process (a broker paused) lands exactly before the step that follows.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 POINTS = (
     "before_produce",  # F1: between steps 5 and 6, nothing produced
@@ -33,6 +38,9 @@ REPLAY_POINTS = ("replay_before_fence", "replay_after_send_offsets", "replay_aft
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)
 _PAUSE_ARMED = frozenset(p for p in os.environ.get("EOS_PAUSE_AT", "").split(",") if p)
 _ABORT_ARMED = frozenset(p for p in os.environ.get("EOS_ABORT_AT", "").split(",") if p)
+_SIGNAL_ARMED = frozenset(p for p in os.environ.get("EOS_SIGNAL_AT", "").split(",") if p)
+#: how long a signalled point waits for its harness
+_SIGNAL_WAIT_S = 120.0
 _ONCE_DIR = os.environ.get("EOS_CRASH_ONCE_DIR")
 
 
@@ -50,6 +58,10 @@ def _first_time(marker: str) -> bool:
 
 
 def point(name: str) -> None:
+    if name in _SIGNAL_ARMED and _ONCE_DIR and _first_time(f"reached-{name}"):
+        go, deadline = os.path.join(_ONCE_DIR, f"go-{name}"), time.monotonic() + _SIGNAL_WAIT_S
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.01)
     if name in _PAUSE_ARMED and _first_time(f"paused-{name}"):
         os.kill(os.getpid(), signal.SIGSTOP)
     if name in _ARMED and _first_time(f"crashed-{name}"):

@@ -44,9 +44,12 @@
     │                           skipped
     └── KafkaClientError        a Kafka client call failed; the subclass is its class in librdkafka's model:
         ├── RetriableError      the same call may succeed again (raised once its deadline has passed)
-        │   └── OffsetsUnstableError
-        │                       an open transaction of another incarnation holds an input partition's
-        │                       committed offset (asked without waiting for it to end)
+        │   ├── OffsetsUnstableError
+        │   │                   an open transaction of another incarnation holds an input partition's
+        │   │                   committed offset (asked without waiting for it to end)
+        │   └── TransactionInDoubtError
+        │                       a transactional call or a produce timed out: the producer is not used
+        │                       again; a fresh one's init_transactions settles the transaction
         ├── TransactionAbortableError
         │   │                   abort the transaction, mark the partition's state unclean, redo from the
         │   │                   committed offset
@@ -273,6 +276,15 @@ class OffsetsUnstableError(RetriableError):
     """The input partition's committed offset is held by an open transaction of another incarnation
     (UNSTABLE_OFFSET_COMMIT), and the caller asked not to wait for it: a task whose kept producer cannot
     end that transaction takes a fresh one that can (step 2)."""
+
+
+class TransactionInDoubtError(RetriableError):
+    """A transactional call (commit, abort, sending the offsets) or an output's delivery timed out:
+    whether the broker acted on it is unknown, and records of the transaction may still be on their way.
+    The producer is not used again (a late record must not land in its next transaction: librdkafka does
+    not speak transactions v2, KIP-890); a fresh producer's init_transactions settles the transaction,
+    committing it where its commit was received, else aborting it, and the task goes on from the
+    committed offset."""
 
 
 class TransactionAbortableError(KafkaClientError):

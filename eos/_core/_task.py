@@ -35,10 +35,13 @@ from eos.errors import (
     ProduceError,
     RecordError,
     TransactionAbortableError,
+    TransactionInDoubtError,
 )
 
 #: why a task goes on with a fresh producer after a failed transaction (`PartitionTask._drop`)
 FAILED = "transaction failed: going on with a fresh producer, whose init_transactions ends it"
+#: why a task goes on with a fresh producer after a call of the transaction timed out (8f)
+IN_DOUBT = "going on with a fresh producer, whose init_transactions commits or aborts the transaction"
 
 
 class PartitionTask:
@@ -163,7 +166,7 @@ class PartitionTask:
 
     def _guarded(self, action: Callable[[], Any]) -> Any:
         """Run one action of the open transaction under the error rules of step 8; its result."""
-        redos = 0
+        redos = doubts = 0
         replay = False
         while True:
             try:
@@ -195,7 +198,7 @@ class PartitionTask:
                 )
                 try:
                     self._drop(exc, go_on=isolate or self.writer.may_dead_letter(exc))
-                except FatalError as drop_failure:
+                except EosError as drop_failure:
                     # The producer died aborting, or no producer could take the partition back; the
                     # record's error is still the one to report (the next incarnation's
                     # init_transactions ends the transaction).
@@ -211,6 +214,19 @@ class PartitionTask:
                         if bad is exc:
                             raise
                         raise bad from exc
+                replay = True
+            except TransactionInDoubtError as exc:  # 8f
+                doubts += 1
+                if doubts > self.config.max_redo:
+                    raise
+                # Not retried on the same producer, nor aborted on it: a record of the transaction may
+                # still be on its way, and would land in that producer's next transaction (librdkafka
+                # does not speak transactions v2, KIP-890). A fresh producer's init_transactions ends
+                # the transaction: committed where its commit reached the coordinator, else aborted;
+                # the new incarnation reads which, and skips what was committed.
+                self.log.warning("transaction in doubt", error=str(exc), rows=self.redo.rows())
+                self.transaction = None
+                self._replace_kept(IN_DOUBT, exc)
                 replay = True
             except FencedError as exc:  # 8c, or 8d for a kept producer
                 self._raise_if_timed_out(exc)

@@ -463,8 +463,10 @@ class RecordCollector:
                 )
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
         if remaining:
-            raise TransactionAbortableError(
-                f"{remaining} output records undelivered after {self._timeout_s:g}s"
+            # Still in flight: they may land later, so this producer's next transaction must not be its.
+            raise _translate.in_doubt(
+                f"flushing outputs of {in_topic}/{in_partition}",
+                f"{remaining} output records undelivered after {self._timeout_s:g}s",
             )
 
     def take_witnesses(self) -> dict[tuple[str, int], int]:

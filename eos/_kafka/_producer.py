@@ -42,8 +42,16 @@ class OutputProducer:
         if err.fatal() and self.fatal_error is None:
             self.fatal_error = err
 
-    def _call(self, what: str, fn, log) -> None:
-        _translate.call(fn, what=f"{what} ({self.transactional_id})", timeout_s=self._timeout_s, log=log)
+    def _call(self, what: str, fn, log, transactional: bool = False) -> None:
+        """`transactional`: a call of the open transaction, which is not retried once it timed out
+        (TransactionInDoubtError: this producer is not used again)."""
+        _translate.call(
+            fn,
+            what=f"{what} ({self.transactional_id})",
+            timeout_s=self._timeout_s,
+            log=log,
+            transactional=transactional,
+        )
 
     def init_transactions(self, log=None, known_topic: str | None = None) -> None:
         """Fence older incarnations. `known_topic` (one that exists: the input topic) is looked up twice
@@ -72,10 +80,13 @@ class OutputProducer:
             "send_offsets_to_transaction",
             lambda: self._producer.send_offsets_to_transaction(partitions, group_metadata, self._timeout_s),
             log,
+            transactional=True,
         )
 
     def commit_transaction(self, log=None) -> None:
-        self._call("commit_transaction", lambda: self._producer.commit_transaction(self._timeout_s), log)
+        self._call(
+            "commit_transaction", lambda: self._producer.commit_transaction(self._timeout_s), log, True
+        )
         self.in_transaction = False
 
     def abort_transaction(self, log=None) -> bool:
@@ -90,7 +101,7 @@ class OutputProducer:
             self.records.serve("delivering before an abort", self._timeout_s, flush=True)
         except EosError:
             pass  # the abort below reports what is wrong with the producer
-        self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log)
+        self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log, True)
         self.in_transaction = False
         # The abort purges what was still queued; those delivery reports (_PURGE_QUEUE) belong to the
         # aborted transaction, not to the next one: serve them now, then forget every failure

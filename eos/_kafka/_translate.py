@@ -25,6 +25,7 @@ import contextlib
 import enum
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
@@ -37,6 +38,7 @@ from eos.errors import (
     KafkaClientError,
     RetriableError,
     TransactionAbortableError,
+    TransactionInDoubtError,
 )
 
 T = TypeVar("T")
@@ -202,6 +204,14 @@ def translating(what: str) -> Iterator[None]:
         yield
     except KafkaException as exc:
         raise translate(exc, what) from exc
+    except FutureTimeout as exc:
+        raise translate(_unanswered(exc), what) from exc
+
+
+def _unanswered(exc: BaseException) -> KafkaException:
+    """An admin future's `result(timeout)` that ran out (a broker that does not answer), as librdkafka's
+    own timeout: retriable."""
+    return KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer in time ({type(exc).__name__})"))
 
 
 class Deadline:
@@ -217,11 +227,26 @@ class Deadline:
         return time.monotonic() >= self.at
 
 
-def call(fn: Callable[[], T], *, what: str, timeout_s: float, log=None) -> T:
+_TIMEOUT_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._MSG_TIMED_OUT})
+
+
+def is_timeout(err: KafkaError | None) -> bool:
+    """Whether a call or a delivery timed out (not answered: what the broker did is unknown)."""
+    return err is not None and err.code() in _TIMEOUT_CODES
+
+
+def in_doubt(what: str, detail: str, err: KafkaError | None = None) -> TransactionInDoubtError:
+    return TransactionInDoubtError(
+        f"{what}: {detail}: the transaction is in doubt; its producer is not used again", kafka_error=err
+    )
+
+
+def call(fn: Callable[[], T], *, what: str, timeout_s: float, log=None, transactional: bool = False) -> T:
     """Call `fn` until it succeeds, retrying retriable KafkaExceptions within `timeout_s`.
 
     Non-retriable errors, and retriable ones once the deadline has passed, are raised as the EosError
-    subclass that `classify` names.
+    subclass that `classify` names. `transactional` (a call of the open transaction): one that timed out
+    is not retried on the same producer but raised as TransactionInDoubtError.
     """
     deadline = Deadline(timeout_s)
     backoff = 0.05
@@ -230,8 +255,12 @@ def call(fn: Callable[[], T], *, what: str, timeout_s: float, log=None) -> T:
         attempt += 1
         try:
             return fn()
-        except KafkaException as exc:
-            if classify(kafka_error_of(exc)) is not Kind.RETRIABLE or deadline.expired():
+        except (KafkaException, FutureTimeout) as raised:
+            exc = raised if isinstance(raised, KafkaException) else _unanswered(raised)
+            err = kafka_error_of(exc)
+            if transactional and is_timeout(err) and not err.fatal():
+                raise in_doubt(what, err.str(), err) from exc
+            if classify(err) is not Kind.RETRIABLE or deadline.expired():
                 raise translate(exc, what) from exc
             if log is not None:
                 log.warning("retrying", call=what, attempt=attempt, error=str(exc))

@@ -66,12 +66,14 @@ class TransactionalCopier:
                 positions, self.reader.group_metadata(), self.timeout
             ),
             what="send_offsets_to_transaction",
+            transactional=True,
             timeout_s=self.timeout,
         )
         _crash.point("replay_after_send_offsets")
         _translate.call(
             lambda: self._producer.commit_transaction(self.timeout),
             what="commit_transaction",
+            transactional=True,
             timeout_s=self.timeout,
         )
         _crash.point("replay_after_commit")

@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finish-timeout", type=float, default=900)
     parser.add_argument("--home", default=os.path.join(os.environ.get("EOS_CACHE", ".cache"), "chaos"))
     parser.add_argument("--report", default="reports/chaos.json")
+    parser.add_argument(
+        "--transaction-version",
+        type=int,
+        choices=(1, 2),
+        help="finalize the cluster's transaction.version at this level (default: the broker's, 2 on Kafka 4)",
+    )
     args = parser.parse_args(argv)
 
     plan = schedule(args.seed, args.incarnations, args.externals, cluster=args.brokers > 1)
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "records": args.records,
         "partitions": args.partitions,
         "brokers": args.brokers,
+        "transaction_version": chaos.transaction_version,
         "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
         "schedule": [
             {"crash_points": list(i.crash_points), "external": list(i.external), "end": i.end} for i in plan

@@ -23,7 +23,7 @@ from tests.chaos.faults import BROKER_FAULTS, Incarnation
 from tests.chaos.figures import as_comparison, grep_count, task_attempts
 from tests.chaos.live import LiveChecker
 from tests.support import aggregates, counting
-from tests.support.localbroker import LocalBroker, LocalCluster
+from tests.support.localbroker import LocalBroker, LocalCluster, finalized, set_feature
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries
 
@@ -59,11 +59,16 @@ class Chaos:
         self.live: LiveChecker | None = None
         #: every driver incarnation started, for `down` to kill whichever still runs
         self.drivers: list[DriverProcess] = []
+        #: the cluster's finalized transaction.version (read at `up`)
+        self.transaction_version: int | None = None
 
     # -- setup -----------------------------------------------------------------------------------------
 
     def up(self) -> None:
         self.broker.up()
+        if self.args.transaction_version is not None:
+            set_feature(self.bootstrap, "transaction.version", self.args.transaction_version)
+        self.transaction_version = finalized(self.bootstrap, "transaction.version")
         self.cluster.up()
         testing.create_topic(self.bootstrap, self.source, self.args.partitions)
         self.sent = testing.produce_sequence(

@@ -442,6 +442,37 @@ class LocalCluster:
         self.controller.down()
 
 
+def _features(bootstrap_servers: str, *args: str) -> subprocess.CompletedProcess:
+    """Kafka's own FeatureCommand, from the broker jars."""
+    return subprocess.run(
+        [os.environ.get("JAVA", "java"), "-cp", f"{kafka_libs()}/*", "org.apache.kafka.tools.FeatureCommand"]
+        + ["--bootstrap-server", bootstrap_servers, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def finalized(bootstrap_servers: str, feature: str) -> int | None:
+    """The level `feature` (`transaction.version`, ...) is finalized at on a running cluster."""
+    for line in _features(bootstrap_servers, "describe").stdout.splitlines():
+        fields = dict(part.split(": ", 1) for part in line.split("\t") if ": " in part)
+        if fields.get("Feature") == feature:
+            return int(fields.get("FinalizedVersionLevel", "0"))
+    return None
+
+
+def set_feature(bootstrap_servers: str, feature: str, level: int) -> None:
+    """Finalize `feature` at `level` on a running cluster, up or down."""
+    now = finalized(bootstrap_servers, feature)
+    if now == level:
+        return
+    action = "downgrade" if now is not None and now > level else "upgrade"
+    out = _features(bootstrap_servers, action, "--feature", f"{feature}={level}")
+    if out.returncode != 0:
+        raise BrokerError(f"{feature}={level} not finalized:\n{out.stdout}\n{out.stderr}")
+
+
 def default_broker() -> LocalBroker:
     port = int(os.environ.get("KAFKA_PORT", "9092"))
     return LocalBroker(home=cache_dir() / "broker", port=port)

@@ -108,3 +108,30 @@ def test_deadline_remaining_never_negative():
     assert Deadline(-5).expired()
     assert not Deadline(60).expired()
     assert 0 < Deadline(60).remaining() <= 60
+
+
+@pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT])
+def test_a_call_of_the_transaction_that_timed_out_is_not_retried_but_in_doubt(code):
+    """commit_transaction, send_offsets_to_transaction, abort_transaction: a timed-out one is not asked
+    again of the same producer (a late record could land in its next transaction)."""
+    fn = Flaky(retriable(code), result="committed")
+    with pytest.raises(eos.TransactionInDoubtError, match="in doubt") as info:
+        retry_call(fn, what="commit_transaction (app:in:0)", timeout_s=5, transactional=True)
+    assert fn.calls == 1 and info.value.kafka_error.code() == code
+    assert retry_call(Flaky(retriable(code), result=1), what="x", timeout_s=5) == 1, "other calls retry"
+
+
+def test_another_retriable_error_of_the_transaction_is_retried_on_it():
+    fn = Flaky(retriable(KafkaError.COORDINATOR_LOAD_IN_PROGRESS), result="committed")
+    assert retry_call(fn, what="commit_transaction", timeout_s=5, transactional=True) == "committed"
+
+
+def test_a_future_unanswered_in_time_is_retried_then_a_retriable_error():
+    """An admin future's result(timeout) running out (a paused broker) is librdkafka's timeout: retried
+    within the deadline, then RetriableError, never the bare TimeoutError."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    fn = Flaky(FutureTimeout(), result="described")
+    assert retry_call(fn, what="looking up output topic 'out'", timeout_s=5) == "described"
+    with pytest.raises(eos.RetriableError, match="no answer in time"):
+        retry_call(Flaky(FutureTimeout(), forever=True), what="x", timeout_s=0.2)

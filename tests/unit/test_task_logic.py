@@ -833,3 +833,46 @@ def test_a_pass_through_value_refused_as_too_large_reaches_the_dead_letter_topic
     letter = last_letter(kafka)
     assert letter.value is None
     assert dict(letter.headers)["__eos.errors.value.bytes"] == str(len(value(1))).encode()
+
+
+# -- 8f: a call of the transaction timed out ---------------------------------------------------------
+
+
+def in_doubt() -> eos.TransactionInDoubtError:
+    return eos.TransactionInDoubtError("commit_transaction: Local: Timed out: the transaction is in doubt")
+
+
+@pytest.mark.parametrize("reached", [True, False], ids=["commit-reached-the-broker", "commit-lost"])
+def test_a_commit_in_doubt_is_settled_by_a_fresh_producer_never_retried_on_its_own(kafka, reached):
+    """The commit of rows 3-5 times out; whether the coordinator got it is unknown. The producer is
+    neither asked again nor aborted: a fresh one takes over (its init_transactions commits or aborts the
+    transaction), and the task goes on from the committed offset it then reads: rows 3-5 once either way."""
+    cfg = config(commit_every=3)
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+
+    def timed_out():
+        if reached:  # the broker committed it; the answer never came
+            kept.kafka.outputs.extend(kept.open)
+            kept.kafka.offsets.update(kept.open_offsets)
+        raise in_doubt()
+
+    kept.fail["commit"] = [None, timed_out]
+    stats = run(cfg, range(9))
+    assert kafka.values() == [value(o) for o in range(9)]
+    assert kafka.offsets == {(IN, 0): 9}
+    assert kept.calls.count("commit") == 2 and "abort" not in kept.calls, "neither retried nor aborted"
+    assert kafka.discarded[0] is kept
+    [fresh] = kafka.created
+    assert fresh.calls[0] == "init"
+    assert stats.producers_replaced == 1
+    assert stats.skipped == (3 if reached else 0), "the rows the in-doubt commit committed are skipped"
+
+
+def test_calls_in_doubt_again_and_again_fail_the_task_after_max_redo(kafka):
+    cfg = config(commit_every=3, max_redo=2)
+    kafka.setup = lambda p: p.fail.update(commit=[in_doubt()])
+    kafka.kept = kept = FakeOutputProducer(kafka, cfg.transactional_id(IN, 0), initialized=True)
+    kafka.setup(kept)
+    with pytest.raises(eos.TransactionInDoubtError):
+        run(cfg, range(3))
+    assert len(kafka.created) == 2 and kafka.outputs == []
