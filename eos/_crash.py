@@ -34,6 +34,8 @@ POINTS = (
 #: the points of `eos dlq replay --execute` (not a task's: `make chaos` does not arm them): before its
 #: producer fences earlier runs, after a chunk's offsets are in its transaction, after it committed
 REPLAY_POINTS = ("replay_before_fence", "replay_after_send_offsets", "replay_after_commit")
+#: the point of `eos repair --execute`: its copies and the offset's new witnesses sent, not committed
+REPAIR_POINTS = ("repair_before_commit",)
 
 _ARMED = frozenset(p for p in os.environ.get("EOS_CRASH_AT", "").split(",") if p)
 _PAUSE_ARMED = frozenset(p for p in os.environ.get("EOS_PAUSE_AT", "").split(",") if p)

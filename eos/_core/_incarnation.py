@@ -192,8 +192,8 @@ def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLost
         f" is not visible on {len(lost)} of the {written}"
         f" partitions it wrote: {_proof.listed(lost)}. {_proof.CAUSE} eos stops rather than skip input"
         f" whose outputs no read_committed reader will see; nothing of {where} was written or skipped."
-        f" {rewrite}To accept the loss: `eos offsets reset --app {app} --topic {scope.topic} --shift 0"
-        " --execute`."
+        f" {_proof.REPAIR.format(app=app)}{rewrite}To accept the loss: `eos offsets reset --app {app}"
+        f" --topic {scope.topic} --shift 0 --execute`."
     )
     return CommitLostError(
         message, topic=scope.topic, partition=scope.partition, offset=entry.offset, lost=tuple(lost)

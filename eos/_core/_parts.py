@@ -361,7 +361,8 @@ class PartTask:
             raise CommitLostError(
                 f"{self.where()}: the transaction that committed this part is not visible on {len(lost)} of"
                 f" the {len(progress.witnesses)} partitions it wrote: {_proof.listed(lost)}. {_proof.CAUSE}"
-                " eos stops rather than count the part as written; nothing of it was written again. To write"
+                " eos stops rather than count the part as written; nothing of it was written again."
+                f" {_proof.REPAIR.format(app=self.config.app_id)}To write"
                 " the batch's part again (its outputs on the other partitions are then written twice), drop"
                 f" its progress: `eos offsets reset --app {self.config.app_id}"
                 f' --to \'{{"{self.topic}": {{"{self.part}": -2}}}}\' --drop-progress --execute`',

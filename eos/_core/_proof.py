@@ -47,3 +47,9 @@ CAUSE = (
     " then an abort): a transaction coordinator restarted before the controller fenced it can do this"
     " (docs/fault-runs.md)."
 )
+
+#: the first way on an error offers: the aborted records are still in the log (`eos repair`)
+REPAIR = (
+    "To copy exactly those records back, once, and go on: stop the query, run `eos repair --app {app}`"
+    " (a dry run) then with --execute, and start the query again. "
+)

@@ -58,6 +58,14 @@ def stamp(
     return own
 
 
+def rewitnessed(metadata: str, witnesses: Mapping[tuple[str, int], int], repaired: int) -> str:
+    """A stamp as `metadata`, its witnesses replaced by `witnesses` (`eos repair`'s copies of the records
+    a transaction lost), noting how many partitions were repaired."""
+    keep = [p for p in metadata.split(";") if not p.startswith((f"{_witness.FIELD}=", "repaired="))]
+    text, _ = _witness.encode(witnesses, _witness.BUDGET)
+    return ";".join([*keep, f"{_witness.FIELD}={text}", f"repaired={repaired}"])
+
+
 def cli_stamp(app_id: str, was: int | None = None) -> str:
     """The commit metadata of an offset an operator set with `eos offsets reset`; `was`: the offset it
     replaced (the next run must resume below it, or it skips what the reset asked to write again)."""

@@ -1,6 +1,6 @@
 """The `eos` command: the parser of every command group (`_offsets`, `_transactions`, `_state`,
-`_progress`, `_dlq`), the Config its clients are built from, and the one place its errors become exit
-codes."""
+`_progress`, `_dlq`, `_repair`), the Config its clients are built from, and the one place its errors
+become exit codes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from eos._version import __version__
-from eos.cli import _dlq, _offsets, _progress, _properties, _state, _transactions
+from eos.cli import _dlq, _offsets, _progress, _properties, _repair, _state, _transactions
 from eos.cli._args import Parser, global_options, leaves
 from eos.cli._base import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from eos.cli._broker import Broker
@@ -22,7 +22,7 @@ from eos.errors import ConfigError, EosError
 
 _PLACEHOLDER_OUTPUT = "eos-cli"  # Config wants an output topic; the CLI never writes one
 _SHARED_ENV = ("EOS_KAFKA_", "EOS_ADMIN_", "EOS_CONSUMER_")
-_GROUPS = (_offsets, _transactions, _state, _progress, _dlq)
+_GROUPS = (_offsets, _transactions, _state, _progress, _dlq, _repair)
 
 
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:

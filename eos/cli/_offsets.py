@@ -10,7 +10,7 @@ again in full, parts committed before the crash included.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from eos import _names
 from eos.cli import _state
@@ -106,7 +106,8 @@ def _arrow_table(rows: Sequence[tuple[str, int, int | None, int]]) -> str:
     )
 
 
-def _known_committed(broker: Broker, app: str) -> dict[TP, int]:
+def known_committed(broker: Broker, app: str) -> dict[TP, int]:
+    """The group's committed offsets; exit code 3 where it has none (an unknown app)."""
     broker.partitions()  # no broker within --timeout: exit 4 before anything else
     committed = broker.committed(app)
     if not committed:
@@ -121,7 +122,7 @@ def _all_partitions(broker: Broker, topics: Sequence[str]) -> list[TP]:
 
 def cmd_offsets_show(args, config: Config, broker: Broker) -> int:
     app = config.app_id
-    committed = _known_committed(broker, app)
+    committed = known_committed(broker, app)
     progress = _names.parts_topic(app)  # input_mode "any": not input; `eos parts show` reads it
     tps = (
         _all_partitions(broker, args.topic)
@@ -147,10 +148,16 @@ def cmd_offsets_show(args, config: Config, broker: Broker) -> int:
     return EXIT_OK
 
 
-def refuse_if_running(broker: Broker, config: Config, tps: Sequence[TP]) -> None:
+def refuse_if_running(
+    broker: Broker, config: Config, tps: Sequence[TP], fencing: Collection[str] = ()
+) -> None:
     """Exit code 5 if anything says the app is running: members in its group, transactional offsets
-    pending for it, a store lock held on this host, or an open transaction of one of its ids."""
+    pending for it, a store lock held on this host, or an open transaction of one of its ids. But for
+    `fencing`, transactional ids the caller fences itself (their open transactions end with it), and
+    their input partitions' pending offsets."""
     app = config.app_id
+    if fencing:
+        tps = [tp for tp in tps if _names.transactional_id(app, *tp) not in fencing]
     members = broker.members(app)
     if members:
         raise CliError(
@@ -175,7 +182,7 @@ def refuse_if_running(broker: Broker, config: Config, tps: Sequence[TP]) -> None
             f"refused: a process on this host holds the lock of store {s.store!r} of {s.topic}/{s.partition}"
             f" ({len(locked)} locked store(s)): the query is running; stop it first",
         )
-    txns = open_transactions(broker, app)
+    txns = [(tid, state) for tid, state in open_transactions(broker, app) if tid not in fencing]
     if txns:
         ids = ", ".join(f"{tid} ({state})" for tid, state in txns[:5])
         raise CliError(
@@ -272,7 +279,7 @@ def cmd_offsets_reset(args, config: Config, broker: Broker) -> int:
     app = config.app_id
     progress = _names.parts_topic(app)
     dropping = _check_progress_named(args, app)
-    committed = _known_committed(broker, app)
+    committed = known_committed(broker, app)
     tps, new, skipped = _targets(args, broker, committed, progress)
     refuse_if_running(broker, config, sorted(set(tps) | set(committed)))
     rows = [(t, p, committed.get((t, p)), new[(t, p)]) for t, p in tps if (t, p) in new]

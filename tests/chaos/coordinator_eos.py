@@ -8,7 +8,9 @@ so C's own have no other leader for its markers to go to).
 
 Then the same task runs again from a fresh process. Where the broker committed the transaction on some
 partitions (and the offset) and aborted it on others, eos must stop with CommitLostError before
-skipping anything; where it did not, the task must finish with every input record written once.
+skipping anything, `eos repair --execute` must copy the aborted records back, and the task run once more
+must finish with every input record's output read_committed once; where the broker did not split it,
+the task must finish with every input record written once.
 
     .venv/bin/python -m tests.chaos.coordinator_eos [--tries 3] [--seed S] [--session-timeout-ms 15000]
 
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -59,6 +62,14 @@ def _task(bootstrap, app_id, source, output, state_dir, env) -> subprocess.Popen
         text=True,
         start_new_session=True,
     )
+
+
+def _written(bootstrap: str, output: str) -> Counter:
+    """How many times each input value (`v<i>`) is in the output, read_committed to its end."""
+    from eos import testing
+
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    return Counter(r.value.split(b"#")[0].decode() for r in records)
 
 
 def experiment(args, attempt: int) -> tuple[str, bool]:
@@ -173,6 +184,25 @@ def experiment(args, attempt: int) -> tuple[str, bool]:
             verdict = (
                 f"{'DETECTED' if ok else 'MISSED'}: the broker split the transaction ({shape}); eos's re-run"
                 f" exited {task.returncode}: {line[:400]}"
+            )
+            # The error's first advice: copy the aborted records back, then the task again.
+            repaired = subprocess.run(
+                [sys.executable, "-m", "eos.cli", "--bootstrap-server", bootstrap, "repair"]
+                + ["--app", app_id, "--execute", "--timeout", "30"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            log(f"eos repair exited {repaired.returncode}: {(repaired.stdout + repaired.stderr)[-600:]}")
+            task = _task(bootstrap, app_id, source, output, home / "state", {})
+            task.communicate(timeout=300)
+            written = _written(bootstrap, output)
+            whole = sorted(written.elements()) == sorted(f"v{i}" for i in range(RECORDS))
+            ok = ok and repaired.returncode == 0 and task.returncode == 0 and whole
+            verdict += (
+                f"; REPAIRED: eos repair exited {repaired.returncode}, the task again {task.returncode},"
+                f" read_committed {sum(written.values())} outputs of {RECORDS} inputs,"
+                f" {sum(1 for n in written.values() if n > 1)} twice, {RECORDS - len(written)} missing"
             )
         else:
             ok = task.returncode == 0 and sum(rc2) == RECORDS

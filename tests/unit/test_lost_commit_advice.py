@@ -20,7 +20,8 @@ def _commands(text: str) -> list[list[str]]:
 
 def _accepted(argv: list[str]) -> None:
     args = build_parser({}).parse_args(["--bootstrap-server", "b:1", *argv])
-    assert not (args.topic and isinstance(args.to, dict)), argv  # refused by `offsets reset`
+    if args.command == "offsets":
+        assert not (args.topic and isinstance(args.to, dict)), argv  # refused by `offsets reset`
 
 
 def test_an_input_partitions_lost_commit_advises_commands_eos_accepts():
@@ -29,7 +30,7 @@ def test_an_input_partitions_lost_commit_advises_commands_eos_accepts():
     stamp = _offsets.stamp(cfg, witnesses={("out", 1): 5}, since=120)
     error = _lost(scope, _offsets.Committed(200, stamp), _offsets.fields(stamp), 4, (("out", 1, 5),))
     commands = _commands(str(error))
-    assert len(commands) == 2, str(error)
+    assert [c[0] for c in commands] == ["repair", "offsets", "offsets"], str(error)
     for argv in commands:
         _accepted(argv)
     assert '{"in": {"3": 120}}' in str(error) and "out/1" in str(error)
