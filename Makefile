@@ -34,7 +34,7 @@ PLACEMENT_JAR := eos/_spark/jvm/eos-placement.jar
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
-.PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos \
+.PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos soak \
   matrix dist clean docs
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP) $(PLACEMENT_JAR)
@@ -139,7 +139,16 @@ chaos: setup $(JVM_ARCHIVE)
 	$(BIN)/python -m tests.chaos.harness --transaction-version 1 --pipelines stateful \
 	  --guarantees exactly_once --report reports/chaos-tv1.json $(CHAOS_ARGS)
 	$(BIN)/python -m tests.chaos.coordinator_eos --tries 3 --seed 2
+	$(MAKE) soak
 	$(MAKE) long-test
+
+# Small batches for a long time (35 minutes by default), exactly_once, stateless and stateful, with broker
+# restarts and Python-worker kills: the processes' memory, threads and open files, the broker's
+# transactional and producer ids, the state, ledger and checkpoint sizes sampled every minute, and each
+# series' growth judged (tests/chaos/soak.py; SOAK_ARGS="--minutes 60"). Writes reports/soak.json.
+SOAK_ARGS ?=
+soak: setup
+	$(BIN)/python -m tests.chaos.soak $(SOAK_ARGS)
 
 # The other supported versions, each in a venv of its own (tests/matrix.py): Spark 3.5 with the lowest
 # of every range on Python 3.10 and Kafka 3.9, the newest Spark 4.x on Python 3.12 and Kafka 4.3.

@@ -3,7 +3,7 @@
     python examples/pipeline.py --bootstrap B --app-id A --input IN --output OUT --checkpoint DIR
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
-                                [--format-eos | --realtime SECONDS]
+                                [--format-eos | --realtime SECONDS] [--trigger-seconds N]
                                 [--aggregate count|window|rand [--parts N] | --files DIR]
                                 [--dead-letters TOPIC [--poison KEY,...]]
 
@@ -20,7 +20,8 @@ with `df.writeStream.format("eos")` instead of
 `foreachBatch(eos.sink(...))`: the same protocol, its settings as options, its per-batch record the
 ledger beside the checkpoint (`eos ledger show`) instead of --summaries. `--realtime S` runs the query in
 Spark's real-time mode (4.1+, epochs of S seconds) through `foreach(eos.foreach_writer(...))`, until
-killed. Each batch's summary is appended
+killed; `--trigger-seconds N` a micro-batch every N seconds until killed (`make soak`). Each batch's
+summary is appended
 to --summaries as one JSON line (through `on_batch`, which also works where the sink runs on a Connect
 server). `make demo` and the integration tests run this file as their driver process, so they can
 SIGKILL it; the tests, `make bench` and the chaos pipeline import its `count_per_key` and
@@ -165,6 +166,9 @@ def main() -> None:
     parser.add_argument("--remote", help="Spark Connect: 'local' starts a server here, or sc://host:port")
     parser.add_argument("--format-eos", action="store_true", help='write with writeStream.format("eos")')
     parser.add_argument("--realtime", type=int, help="real-time mode, epochs of this many seconds")
+    parser.add_argument(
+        "--trigger-seconds", type=int, help="run until killed, a micro-batch every N seconds (not availableNow)"
+    )
     parser.add_argument("--aggregate", choices=["count", "window", "rand"], help="input_mode any")
     parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
     parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
@@ -209,6 +213,8 @@ def main() -> None:
         kwargs = {}
     on_commit = partial(append_commit, args.commits) if args.commits else None
     trigger = {"availableNow": True}
+    if args.trigger_seconds:
+        trigger = {"processingTime": f"{args.trigger_seconds} seconds"}
     if args.realtime:
         writer = df.writeStream.foreach(eos.foreach_writer(config, process, kwargs.get("stores"), on_commit))
         writer = writer.outputMode("update")

@@ -147,10 +147,13 @@ class Transaction:
         return self.last_offset + 1, stamp
 
     def abort(self) -> bool:
-        """Abort it (exactly_once); returns whether a delivery of it failed."""
+        """Abort it (exactly_once; at_least_once has nothing to abort: what was delivered stays); returns
+        whether a delivery of it failed. Its failures and witnesses are forgotten either way."""
         if self.config.exactly_once and self.producer.in_transaction:
             return self.producer.abort_transaction(self.log)
-        return False
+        failed = self.producer.records.delivery_failed
+        self.producer.records.forget()
+        return failed
 
     def outlived(self, exc: Exception) -> TransactionTimeoutError | None:
         """8e: the error to raise instead of `exc` where this transaction was open longer than

@@ -39,6 +39,8 @@ from eos.errors import (
 from eos.records import Output, Outputs, to_bytes, to_headers
 
 _FULL_QUEUE_WAIT_S = 0.05
+#: a flush waits in steps this long, to stop once a delivery of the transaction failed
+_FLUSH_STEP_S = 0.2
 _POLL_EVERY = 1000
 #: at most this many input records are kept as the suspects of one refusal
 _MAX_CANDIDATES = 10_000
@@ -431,12 +433,24 @@ class RecordCollector:
             size = len(msg.value() or b"") + len(msg.key() or b"")
             self._failed_offsets[in_offset] = max(size, self._failed_offsets.get(in_offset, 0))
 
+    def settle(self, what: str) -> int:
+        """Flush: wait for the delivery reports of what was produced, at most `operation_timeout_ms`, and
+        no longer once a delivery failed (librdkafka sends nothing more of a failed transaction; its abort
+        purges what is queued); how many are still undelivered."""
+        deadline = _translate.Deadline(self._timeout_s)
+        while True:
+            remaining = self.serve(what, min(_FLUSH_STEP_S, deadline.remaining()), flush=True)
+            if not remaining or deadline.expired() or self.delivery_failed:
+                return remaining
+
     def flush_and_check(self, in_topic: str, in_partition: int) -> None:
         """Wait for every delivery report; raise for the first failed one, naming its input record when
         it is known (else DeliveryFailedError: redo with `exact` to find it). A refusal that hit the
         outputs of several input records names the one of the largest output and lists them all, largest
-        first (`ProduceError.candidates`)."""
-        remaining = self.serve(f"flushing outputs of {in_topic}/{in_partition}", self._timeout_s, flush=True)
+        first (`ProduceError.candidates`). Once a delivery failed, it stops waiting: librdkafka sends
+        nothing more of a failed transaction, and its abort purges what is queued."""
+        what = f"flushing outputs of {in_topic}/{in_partition}"
+        remaining = self.settle(what)
         failure, self._failure = self._failure, None
         # the largest output first: a record batch is refused for its largest record
         sizes, self._failed_offsets = self._failed_offsets, {}
@@ -462,6 +476,10 @@ class RecordCollector:
                     kafka_error=err,
                 )
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
+        if self.delivery_failed:  # a failure the shared callback saw but does not keep (exactly_once bulk)
+            raise DeliveryFailedError(
+                f"{what}: a delivery of the transaction failed (redo one by one to name the record)"
+            )
         if remaining:
             # Still in flight: they may land later, so this producer's next transaction must not be its.
             raise _translate.in_doubt(

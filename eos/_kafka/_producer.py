@@ -98,7 +98,7 @@ class OutputProducer:
         # after a refused record"). The records delivered here are dropped by the abort, as they would
         # be had they been sent already.
         try:
-            self.records.serve("delivering before an abort", self._timeout_s, flush=True)
+            self.records.settle("delivering before an abort")
         except EosError:
             pass  # the abort below reports what is wrong with the producer
         self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log, True)

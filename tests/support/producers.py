@@ -310,6 +310,10 @@ class FakeRecords:
         """The fake broker keeps no offsets: a transaction has no witnesses to stamp."""
         return {}
 
+    def forget(self) -> None:
+        """As RecordCollector's: the failures of an ended transaction are gone."""
+        self.delivery_failed = False
+
     def flush_and_check(self, in_topic, in_partition) -> None:
         self.producer.step("flush")
         open_ = self.producer.open

@@ -74,13 +74,15 @@ def test_bulk_write_refused_at_once_names_that_record(fake_client):
 
 
 def test_exactly_once_bulk_writes_note_only_witnesses(fake_client):
-    """A failed delivery fails the transaction's commit (librdkafka); the flush has nothing to report.
-    The shared callback notes each partition's last delivered offset: the transaction's witnesses."""
+    """The shared callback notes each partition's last delivered offset (the transaction's witnesses),
+    and that a delivery failed, not which: the flush says so without waiting for the rest (a failed
+    transaction's queued records are never sent), and the redo names the record."""
     producer, fake = output_producer()
     fake.fail[b"c"] = TOO_LARGE
     assert producer.records.produce_outputs(_outputs([b"a", b"b", b"c", b"d"]), "in", 0) == 4
     assert set(fake.callbacks) == {producer.records._on_witness}
-    producer.records.flush_and_check("in", 0)
+    with pytest.raises(DeliveryFailedError, match="redo one by one"):
+        producer.records.flush_and_check("in", 0)
     assert producer.records.take_witnesses() == {("out", 0): 2}  # a, b, d delivered at 0, 1, 2
     assert producer.records.take_witnesses() == {}
 
