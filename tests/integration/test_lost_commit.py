@@ -255,6 +255,7 @@ def test_eos_repair_copies_back_exactly_the_records_the_broker_aborted(
     assert result.exactly_once, result
 
 
+@pytest.mark.long  # make chaos
 def test_eos_repair_reads_record_batches_over_sasl_plain_and_mutual_tls(broker, names):
     """`eos repair` reads record batches with Kafka's Fetch request itself: over the local broker's
     SASL/PLAIN listener (ACLs enforced; its admin user) and its mutual-TLS one (a PEM certificate and

@@ -41,7 +41,7 @@ def _reset(bootstrap: str, app_id: str, *target: str) -> None:
     )
 
 
-@pytest.mark.parametrize("api", ["sink", "format_eos"])
+@pytest.mark.parametrize("api", ["sink", pytest.param("format_eos", marks=pytest.mark.long)])
 def test_a_reset_back_is_refused_on_the_old_checkpoint_and_honoured_on_a_new_one(
     spark, bootstrap, names, tmp_path, api
 ):
@@ -90,6 +90,7 @@ def test_a_reset_back_is_refused_on_the_old_checkpoint_and_honoured_on_a_new_one
     assert (written, hanging) == ({0: expected, 1: expected}, [])
 
 
+@pytest.mark.long  # make chaos: make test runs the refusal and the new checkpoint above
 def test_a_reset_the_error_names_to_skip_the_gap_is_honoured_on_the_old_checkpoint(
     spark, bootstrap, names, tmp_path
 ):
