@@ -167,8 +167,11 @@ def main() -> None:
     parser.add_argument("--format-eos", action="store_true", help='write with writeStream.format("eos")')
     parser.add_argument("--realtime", type=int, help="real-time mode, epochs of this many seconds")
     parser.add_argument(
-        "--trigger-seconds", type=int, help="run until killed, a micro-batch every N seconds (not availableNow)"
+        "--trigger-seconds",
+        type=int,
+        help="run until killed, a micro-batch every N seconds (not availableNow)",
     )
+    parser.add_argument("--ledger-retain", type=int, help='format("eos"): batches its ledger keeps')
     parser.add_argument("--aggregate", choices=["count", "window", "rand"], help="input_mode any")
     parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
     parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
@@ -237,6 +240,7 @@ def main() -> None:
             "eos.parts": config.parts,
             "eos.on.error": config.on_error,
             **({"eos.dead.letter.topic": config.dead_letter_topic} if config.dead_letter_topic else {}),
+            **({"eos.ledger.retain": args.ledger_retain} if args.ledger_retain else {}),
             **{f"kafka.{key}": value for key, value in config.kafka.items()},
         }
         for key, value in options.items():

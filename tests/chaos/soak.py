@@ -3,9 +3,10 @@
 A broker of its own (free ports) and two pipelines as driver processes (examples/pipeline.py, a
 micro-batch every second, Spark local mode): **stateless** through `foreachBatch(eos.sink(...))` and
 **stateful**, a running count per key, through `writeStream.format("eos")` (its ledger beside the
-checkpoint). Input arrives all the time, `--rate` records/s over 4 partitions. Every `--restart-minutes`
-the broker is stopped and started again (SIGTERM), every `--kill-minutes` a Python worker of one of the
-pipelines is SIGKILLed (Spark retries its task). Every `--sample-seconds`: each pipeline's driver (the
+checkpoint, kept to 600 batches so that its bound shows within the run). Input arrives all the time,
+`--rate` records/s over 4 partitions. Every `--restart-minutes` the broker is stopped and started again
+(SIGTERM), every `--kill-minutes` a Python worker of one of the pipelines is SIGKILLed (Spark retries
+its task). Every `--sample-seconds`: each pipeline's driver (the
 Python process), JVM (driver and executor in local mode) and Python workers (the daemon and its forks):
 resident memory, threads and open files; the broker's the same; the app's transactional ids and their
 producer ids as the broker lists them (Kafka's TransactionsCommand); the sizes of the stateful one's
@@ -40,7 +41,7 @@ from confluent_kafka import Producer
 import eos
 from eos import testing
 from eos._kafka import _offsets
-from eos._spark._ledger import ledger_dir
+from eos._spark._ledger import location_of as ledger_dir
 from eos.cli._broker import Broker, parse_tool_table
 from eos.session import free_port
 from tests.support.localbroker import LocalBroker
@@ -146,7 +147,8 @@ class Soak:
             "stateful": {
                 "app": f"soak-stateful-{run}",
                 "output": f"soak-out-stateful-{run}",
-                "flags": ["--stateful", "--format-eos"],
+                # its ledger keeps 600 batches (10 minutes here; 10,000 by default): its bound shows
+                "flags": ["--stateful", "--format-eos", "--ledger-retain", "600"],
             },
         }
         self.drivers: dict[str, DriverProcess] = {}
@@ -286,13 +288,19 @@ class Soak:
                 "state_mismatches": result.state_mismatches,
                 "hanging": list(result.hanging_partitions),
                 "exactly_once": result.exactly_once and result.state_mismatches == 0,
-                "batches": _lines(self.home / name / "summaries.jsonl"),
+                "batches": _batches(self.home / name),
             }
         return {"outputs": results, "growth": growth(self.samples, self.args.warmup_minutes)}
 
 
-def _lines(path: Path) -> int:
-    return sum(1 for _ in open(path)) if path.exists() else 0
+def _batches(work: Path) -> int:
+    """The batches a pipeline wrote: its summaries (foreachBatch), or its ledger's last (format("eos"))."""
+    summaries = work / "summaries.jsonl"
+    if summaries.exists():
+        return sum(1 for _ in open(summaries))
+    ledger = Path(ledger_dir(str(work / "ckpt")))
+    ids = [int(p.stem) for p in ledger.glob("*.json") if p.stem.isdigit()] if ledger.exists() else []
+    return max(ids) + 1 if ids else 0
 
 
 def _series(samples: list[dict]) -> dict[str, list[tuple[float, float]]]:

@@ -14,6 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from conftest import finish, kill_after_commits, seed, start_pipeline
 
 from eos import testing
+from tests.support.deadletters import letters_by_input
 from tests.support.registry import Registry
 from tests.support.summaries import read_summaries
 
@@ -82,21 +83,14 @@ def test_bad_records_go_to_the_dead_letter_topic_exactly_once_through_driver_kil
     assert result.exactly_once, result
     assert result.state_mismatches == 0, "a bad record's stored count survived its dead letter"
 
-    letters, hanging = testing.read_topic(
-        bootstrap, dead_letters, marker=testing.write_markers(bootstrap, dead_letters)
-    )
-    assert hanging == []
-    seen = Counter()
-    for letter in letters:
+    letters = letters_by_input(bootstrap, dead_letters, source)
+    for coordinates, [letter, *_] in letters.items():
         headers = dict(letter.headers)
-        coordinates = (int(headers["__eos.errors.partition"]), int(headers["__eos.errors.offset"]))
-        seen[coordinates] += 1
-        assert headers["__eos.errors.topic"] == source.encode()
         assert letter.value == bad.get(coordinates), f"dead letter of {coordinates} carries another value"
         assert headers["__eos.errors.exception"] == POISON[_key_of(letter.value)][1], headers
         assert headers["__eos.errors.app.id"] == app_id.encode()
-    assert not [c for c, n in seen.items() if n > 1], "a dead letter written twice"
-    assert set(seen) == set(bad), f"missing dead letters: {sorted(set(bad) - set(seen))[:5]}"
+    assert not [c for c, found in letters.items() if len(found) > 1], "a dead letter written twice"
+    assert set(letters) == set(bad), f"missing dead letters: {sorted(set(bad) - set(letters))[:5]}"
     kinds = Counter(POISON[_key_of(v)][0] for v in bad.values())
     assert set(kinds) == {kind for kind, _ in POISON.values()}, kinds
     assert sum(s["skipped"] for s in read_summaries(summaries)) > 0, "no kill landed mid-batch"

@@ -19,6 +19,7 @@ from conftest import kill_after_commits, line_count, write_available
 import eos
 from eos import testing
 from tests.integration.refusals_app import SMALL_TOPIC, bad_kind, config_of, process_batch, query
+from tests.support.deadletters import letters_by_input
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries
 
@@ -49,22 +50,14 @@ def _check(bootstrap, source, output, dead_letters, sent, api):
     assert result.exactly_once, result
     assert result.state_mismatches == 0, "a bad row's stored count survived its dead letter"
 
-    letters, hanging = testing.read_topic(
-        bootstrap, dead_letters, marker=testing.write_markers(bootstrap, dead_letters)
-    )
-    assert hanging == []
-    seen = Counter()
-    for letter in letters:
-        headers = dict(letter.headers)
-        where = (int(headers["__eos.errors.partition"]), int(headers["__eos.errors.offset"]))
-        seen[where] += 1
-        assert headers["__eos.errors.topic"] == source.encode()
-        expected = {"refused": b"eos.errors.ProduceError", "raise": b"ValueError"}[kinds[where]]
-        assert headers["__eos.errors.exception"] == expected, (where, headers)
+    letters = letters_by_input(bootstrap, dead_letters, source)
+    for where, [letter, *_] in letters.items():
+        expected = {"refused": b"eos.errors.ProduceError", "raise": b"ValueError"}.get(kinds.get(where))
+        assert dict(letter.headers)["__eos.errors.exception"] == expected, (where, letter.headers)
     bad = {where for where, kind in kinds.items() if kind is not None}
-    assert [where for where, n in seen.items() if n > 1] == [], "a dead letter written twice"
-    assert set(seen) == bad, (
-        f"dead letters missing: {sorted(bad - set(seen))[:5]}, extra: {sorted(set(seen) - bad)[:5]}"
+    assert [where for where, found in letters.items() if len(found) > 1] == [], "a dead letter written twice"
+    assert set(letters) == bad, (
+        f"dead letters missing: {sorted(bad - set(letters))[:5]}, extra: {sorted(set(letters) - bad)[:5]}"
     )
     return Counter(kinds[where] for where in bad)
 
