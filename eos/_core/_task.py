@@ -179,8 +179,8 @@ class PartitionTask:
                 self._raise_if_timed_out(exc)
                 self._drop(exc)
                 if not self.exact:
-                    # A bulk write does not know which record a failed delivery came from (exactly_once
-                    # learns of it only from the commit): redo record by record, which names it. This
+                    # A bulk write does not know which record a failed delivery came from (its shared
+                    # callback notes only that one failed): redo record by record, which names it. This
                     # redo does not count against max_redo.
                     self.exact = self.incarnation.producer.records.exact = True
                 elif redos >= self.config.max_redo or isinstance(exc, DeliveryFailedError):
