@@ -41,7 +41,7 @@ from confluent_kafka import Producer
 import eos
 from eos import testing
 from eos._kafka import _offsets
-from eos._spark._ledger import location_of as ledger_dir
+from eos._spark import _ledger
 from eos.cli._broker import Broker, parse_tool_table
 from eos.session import free_port
 from tests.support.localbroker import LocalBroker
@@ -182,7 +182,7 @@ class Soak:
         row["transactions"] = self._transactions()
         work = self.home / "stateful"
         row["stateful.state_mb"] = _size_mb(work / "state")
-        row["stateful.ledger_mb"] = _size_mb(Path(ledger_dir(str(work / "ckpt"))))
+        row["stateful.ledger_mb"] = _size_mb(Path(_ledger.location_of(str(work / "ckpt"))))
         row["stateful.checkpoint_mb"] = _size_mb(work / "ckpt")
         row["stateless.checkpoint_mb"] = _size_mb(self.home / "stateless" / "ckpt")
         self.samples.append(row)
@@ -298,9 +298,11 @@ def _batches(work: Path) -> int:
     summaries = work / "summaries.jsonl"
     if summaries.exists():
         return sum(1 for _ in open(summaries))
-    ledger = Path(ledger_dir(str(work / "ckpt")))
-    ids = [int(p.stem) for p in ledger.glob("*.json") if p.stem.isdigit()] if ledger.exists() else []
-    return max(ids) + 1 if ids else 0
+    try:
+        ids = _ledger.batch_ids(_ledger.location_of(str(work / "ckpt")))
+    except FileNotFoundError:
+        return 0
+    return ids[-1] + 1 if ids else 0
 
 
 def _series(samples: list[dict]) -> dict[str, list[tuple[float, float]]]:
