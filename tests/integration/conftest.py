@@ -317,6 +317,25 @@ def finish(proc: DriverProcess) -> None:
     assert proc.wait() == 0, proc.log_tail()
 
 
+def after_failure(spark, read, consistent, seconds: float = 60.0):
+    """What `read()` returns once what a failed query left has settled. awaitTermination raises as soon as
+    the job fails, while Spark is still killing the job's other tasks, and a killed task's Python worker can
+    still commit its transaction then: a read in that moment sees a committed offset without all the
+    outputs committed with it. This waits until no task runs and `consistent(read())` holds, and returns
+    the last read either way for the test's own assertions (an inconsistency that lasts is eos's, not a
+    race's). `spark` is the classic session: a Connect session's server runs in its JVM."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + seconds
+    while True:
+        idle = not any(info.numRunningTasks() for info in tracker.getExecutorInfos())
+        value = read() if idle else None
+        if value is not None and consistent(value):
+            return value
+        if time.monotonic() > deadline:
+            return value if value is not None else read()
+        time.sleep(0.5)
+
+
 def seed(bootstrap, names, per_partition, partitions=4):
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, partitions)

@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from conftest import finish, kill_after_commits, seed, start_pipeline
+from conftest import after_failure, finish, kill_after_commits, seed, start_pipeline
 from partition_task_app import SCHEMA
 
 import eos
@@ -189,16 +189,21 @@ def test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_
         start(minPartitions=8).awaitTermination()
     assert "InputOrderError" in str(info.value) and f"input partition {source}/" in str(info.value)
 
-    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    def read():
+        marker = testing.write_markers(bootstrap, output)
+        records, hanging = testing.read_topic(bootstrap, output, marker=marker)
+        committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
+        per_input = dict.fromkeys(range(PARTITIONS), 0)
+        for r in records:
+            per_input[testing.parse_value(r.value)[1]] += 1
+        return records, hanging, per_input, {p: committed[(source, p)] or 0 for p in range(PARTITIONS)}
+
+    records, hanging, per_input, committed = after_failure(spark, read, lambda read: read[2] == read[3])
     result = testing.compare(testing.flatten(sent), records, hanging)
     assert result.duplicated == result.out_of_order == result.unexpected == 0, result
     # Each input partition's output (values name their input partition) is its prefix up to the offset
     # committed for it: nothing below a committed offset was left unwritten.
-    committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
-    per_input = dict.fromkeys(range(PARTITIONS), 0)
-    for r in records:
-        per_input[testing.parse_value(r.value)[1]] += 1
-    assert per_input == {p: committed[(source, p)] or 0 for p in range(PARTITIONS)}, (per_input, committed)
+    assert per_input == committed, (per_input, committed)
     assert len(records) < PARTITIONS * 200, "nothing failed: the split was not caught"
 
     start().awaitTermination()  # the split dropped: the same query, the same checkpoint
@@ -228,9 +233,13 @@ def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(spark, bo
     with pytest.raises(Exception) as info:
         start(dealt=True).awaitTermination()
     assert "InputOrderError" in str(info.value), info.value
-    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    committed = _offsets.committed(config, [(source, 0)])[(source, 0)]
-    assert [r.value for r in records] == sent[0][: committed or 0], committed  # the prefix, no more
+
+    def read():
+        records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+        return [r.value for r in records], _offsets.committed(config, [(source, 0)])[(source, 0)] or 0
+
+    values, committed = after_failure(spark, read, lambda read: read[0] == sent[0][: read[1]])
+    assert values == sent[0][:committed], committed  # the prefix, no more
 
     start(dealt=False).awaitTermination()
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))

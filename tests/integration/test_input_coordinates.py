@@ -8,7 +8,7 @@ task came first before its driver-side check refused the batch."""
 from __future__ import annotations
 
 import pytest
-from conftest import seed
+from conftest import after_failure, seed
 
 import eos
 from eos import testing
@@ -51,14 +51,22 @@ def _failure(query) -> str:
     return str(info.value)
 
 
-def _nothing_wrong_committed(bootstrap, config, source, output, sent):
+def _nothing_wrong_committed(spark, bootstrap, config, source, output, sent):
     """The output holds no record twice and no record that is not input; only partition 0 (whose rows
     say 0 rightly) may have moved its committed offset from where eos.read_stream started it (0), and
     only past its own rows."""
-    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    result = testing.compare(testing.flatten(sent), records, hanging)
+
+    def read():
+        marker = testing.write_markers(bootstrap, output)
+        records, hanging = testing.read_topic(bootstrap, output, marker=marker)
+        committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
+        return testing.compare(testing.flatten(sent), records, hanging), committed
+
+    def settled(read):
+        return read[0].received == (read[1][(source, 0)] or 0)
+
+    result, committed = after_failure(spark, read, settled)
     assert result.duplicated == result.unexpected == result.out_of_order == 0, result
-    committed = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)])
     assert {p: committed[(source, p)] for p in range(1, PARTITIONS)} == dict.fromkeys(range(1, PARTITIONS), 0)
     assert committed[(source, 0)] in (0, PER_PARTITION)
     assert result.received == committed[(source, 0)], result
@@ -92,7 +100,7 @@ def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_wr
     message = _failure(_start(session, api, config, _overwrite(df, "partition", "0"), checkpoint))
     assert "InputCoordinateError" in message and "column 'partition'" in message, message
     assert f"a row says {source}/0@" in message and "output_partition_column" in message, message
-    _nothing_wrong_committed(bootstrap, config, source, output, sent)
+    _nothing_wrong_committed(spark, bootstrap, config, source, output, sent)
 
     # The query fixed, on the same checkpoint: the failed batch runs again and every record is written once.
     _start(session, api, config, df, checkpoint).awaitTermination()
