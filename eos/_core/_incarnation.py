@@ -138,7 +138,6 @@ class Incarnation:
         offset into it unchanged (step 7c replaces it in the same transaction): a displaced producer is
         refused there (FencedError, 8d), not after producing the rows."""
         t = time.monotonic()
-        self.producer.begin_transaction(self.log)
         offset = (self.scope.topic, self.scope.partition, entry.offset, entry.metadata)
         self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
         self.stats.check_seconds += time.monotonic() - t

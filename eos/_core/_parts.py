@@ -282,9 +282,9 @@ class PartTask:
         A fresh producer's init_transactions fences, at a cost (docs/design.md, "A fresh producer's
         init_transactions"). A producer this worker kept from an earlier batch fenced the others when it
         was initialised, unless another worker initialised one for the part since; it learns that only
-        from a transactional call, so before any row is read it begins the transaction and sends the
-        part's committed offset unchanged into it (A5 then goes on in that transaction, whose final offset
-        replaces it). Fenced: a fresh producer after all."""
+        from a transactional call, so before any row is read it sends the part's committed offset
+        unchanged into a new transaction, which that call begins (A5 then goes on in that transaction,
+        whose final offset replaces it). Fenced: a fresh producer after all."""
         config = self.config
         if not config.exactly_once:
             self.producer, _ = _pool.acquire(config, None)
@@ -295,7 +295,6 @@ class PartTask:
                 progress = self._progress(stable=True, wait=False)
                 if progress is not None and progress.batch_id == self.job.batch_id:
                     return progress  # A4 writes nothing: it needs no fence
-                self.producer.begin_transaction(self.log)
                 self.producer.send_offsets(
                     [self._unchanged(progress)], _offsets.group_metadata(config), self.log
                 )

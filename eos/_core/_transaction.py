@@ -51,10 +51,10 @@ class Transaction:
         self.scope = scope
         #: the committed offset this transaction's input begins at (None: the partition had none)
         self.since = since
-        self.config = config = scope.config
+        self.config = scope.config
         self.state = state
         self.producer = producer
-        self.log = log = scope.log
+        self.log = scope.log
         self.started = time.monotonic()
         self.last_offset: int | None = None
         self.records = 0
@@ -65,8 +65,6 @@ class Transaction:
         self.input_bytes = 0
         #: seconds of the commit's steps, by PartitionStats field (7b-7d)
         self.steps: dict[str, float] = {}
-        if config.exactly_once and not producer.in_transaction:  # else: opened by the fence check
-            producer.begin_transaction(log)
 
     def mark(self, last_offset: int, records: int, outputs: int, dead_letters: int = 0) -> None:
         """`records` more input records, up to the one at `last_offset`, have been processed and their

@@ -57,9 +57,12 @@ class RecordCollector:
         config: Config,
         transactional_id: str | None,
         fatal: Callable[[], KafkaError | None],
+        begin: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self._producer = client
+        #: the owner's lazy begin (`OutputProducer`): a transaction opens at its first record
+        self._begin = begin
         self._transactional = transactional_id is not None
         #: the error that made the producer unusable, as its error_cb received it
         self._fatal = fatal
@@ -105,6 +108,7 @@ class RecordCollector:
             ) from exc
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, in_offset)
+        self._begin()
         if self.exact:
             callback = partial(self._on_exact_report, in_offset)
         else:
@@ -142,6 +146,7 @@ class RecordCollector:
         named by the record-by-record redo (`exact`), which tracks each record's input offset."""
         if topic not in self._known_topics:
             self._check_topic(topic, in_topic, in_partition, -1)
+        self._begin()
         send, exact, serve = self._send, self.exact, self.serve
         callback = self._on_changelog_report
         what = f"producing to {topic!r}"
@@ -164,6 +169,7 @@ class RecordCollector:
         per_record_topic = isinstance(topic, list)
         for i, name in self._new_topics(outputs):
             self._check_topic(name, in_topic, in_partition, outputs.offset_of(i), outputs.origin(i))
+        self._begin()
         values, keys = outputs.values, outputs.keys
         plain = not (
             self.exact or per_record_topic or outputs.partitions or outputs.headers or outputs.timestamps

@@ -31,9 +31,11 @@ class OutputProducer:
         #: the error that made this producer unusable, as librdkafka reports it through error_cb
         self.fatal_error: KafkaError | None = None
         self._timeout_s = config.operation_timeout_ms / 1000
-        self.records = RecordCollector(self._producer, config, transactional_id, lambda: self.fatal_error)
+        self.records = RecordCollector(
+            self._producer, config, transactional_id, lambda: self.fatal_error, self._maybe_begin
+        )
         self.initialized = False
-        self.in_transaction = False
+        self._in_transaction = False
         #: the offset stamp of the last transaction this producer committed (kept between tasks): while
         #: it is still the partition's committed metadata, no other producer has committed since
         self.committed_stamp: str | None = None
@@ -68,13 +70,23 @@ class OutputProducer:
         self._call("init_transactions", lambda: self._producer.init_transactions(self._timeout_s), log)
         self.initialized = True
 
-    def begin_transaction(self, log=None) -> None:
-        self._call("begin_transaction", self._producer.begin_transaction, log)
-        self.in_transaction = True
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction of this producer is open: begun, not yet committed or aborted."""
+        return self._in_transaction
+
+    def _maybe_begin(self, log=None) -> None:
+        """Begin a transaction where none is open (Kafka Streams' maybeBeginTransaction): called by the
+        first produce of one (`records`) and by `send_offsets`, never by a caller, so only this object
+        knows whether one is open. An idempotent producer (no transactional.id) has none to begin."""
+        if self.transactional_id is not None and not self._in_transaction:
+            self._call("begin_transaction", self._producer.begin_transaction, log)
+            self._in_transaction = True
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
         """`offsets`: (topic, partition, next offset[, metadata]) per input partition, into the open
-        transaction."""
+        transaction (begun here if nothing was produced in it yet)."""
+        self._maybe_begin(log)
         partitions = [TopicPartition(*offset) for offset in offsets]
         self._call(
             "send_offsets_to_transaction",
@@ -87,7 +99,7 @@ class OutputProducer:
         self._call(
             "commit_transaction", lambda: self._producer.commit_transaction(self._timeout_s), log, True
         )
-        self.in_transaction = False
+        self._in_transaction = False
 
     def abort_transaction(self, log=None) -> bool:
         """Abort the open transaction; returns whether a delivery of it failed (a refused record batch:
@@ -102,7 +114,7 @@ class OutputProducer:
         except EosError:
             pass  # the abort below reports what is wrong with the producer
         self._call("abort_transaction", lambda: self._producer.abort_transaction(self._timeout_s), log, True)
-        self.in_transaction = False
+        self._in_transaction = False
         # The abort purges what was still queued; those delivery reports (_PURGE_QUEUE) belong to the
         # aborted transaction, not to the next one: serve them now, then forget every failure
         # (docs/design.md, "Finding a refused record").
@@ -114,7 +126,7 @@ class OutputProducer:
     def close(self) -> None:
         """Abandon any open transaction (the next incarnation's init_transactions aborts it)."""
         try:
-            if not self.in_transaction:
+            if not self._in_transaction:
                 self.records.serve("flushing before close", min(self._timeout_s, 5), flush=True)
         finally:
             self.records.close()

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Producer
+import attrs
+from confluent_kafka import Message, Producer
 
 from eos import _crash
-from eos._kafka import _clients, _translate
+from eos._kafka import _clients
+from eos._kafka._producer import OutputProducer
 from eos._kafka._reads import GroupReader
 from eos.config import Config
+from eos.records import Output
 
 
 def _produce(producer: Producer, topic: str, value, key=None, partition: int = -1, headers=None) -> None:
@@ -32,51 +35,35 @@ def _produce(producer: Producer, topic: str, value, key=None, partition: int = -
 class TransactionalCopier:
     """A transactional producer whose transactions also commit `reader`'s positions for its group, as
     eos's tasks commit their input offsets: a copy that fails or is killed and is run again copies
-    nothing twice. Its transactional.id is the group's; `what` names it in errors.
+    nothing twice. Its transactional.id is the group's. Its transactions are an `OutputProducer`'s, the
+    one owner of a transaction's life: begun by the first copy, ended by `commit`.
 
     Created, it has fenced every earlier copier of the group (init_transactions): a transaction such
     a one left open is aborted, one whose commit had begun is complete. Only then may the caller read
     where the group stands (`GroupReader.committed`)."""
 
-    def __init__(self, config: Config, reader: GroupReader, timeout: float, what: str) -> None:
+    def __init__(self, config: Config, reader: GroupReader, timeout: float) -> None:
         self.reader = reader
-        self.timeout = timeout
-        settings = _clients.producer_settings(config, reader.group)
-        with _translate.translating(f"creating {what}"):
-            self._producer = Producer(_clients.with_logger(settings))
+        timed = attrs.evolve(config, operation_timeout_ms=max(1, round(timeout * 1000)))
+        self._producer = OutputProducer(timed, reader.group)
         _crash.point("replay_before_fence")
-        _translate.call(
-            lambda: self._producer.init_transactions(timeout),
-            what=f"init_transactions ({reader.group})",
-            timeout_s=timeout,
-        )
+        self._producer.init_transactions()
 
-    def begin(self) -> None:
-        _translate.call(self._producer.begin_transaction, what="begin_transaction", timeout_s=self.timeout)
-
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers) -> None:
-        with _translate.translating(f"producing to {topic!r}"):
-            _produce(self._producer, topic, value, key, headers=headers or None)
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers, source: Message) -> None:
+        """A copy of `source` (its topic, partition and offset name it in errors)."""
+        out = Output(value, key, headers or None)
+        self._producer.records.produce(out, topic, source.topic(), source.partition(), source.offset())
 
     def commit(self) -> None:
         """The open transaction's copies and the reader's positions, committed together."""
-        positions = self.reader.positions()
-        _translate.call(
-            lambda: self._producer.send_offsets_to_transaction(
-                positions, self.reader.group_metadata(), self.timeout
-            ),
-            what="send_offsets_to_transaction",
-            transactional=True,
-            timeout_s=self.timeout,
-        )
+        offsets = [(tp.topic, tp.partition, tp.offset) for tp in self.reader.positions()]
+        self._producer.send_offsets(offsets, self.reader.group_metadata())
         _crash.point("replay_after_send_offsets")
-        _translate.call(
-            lambda: self._producer.commit_transaction(self.timeout),
-            what="commit_transaction",
-            transactional=True,
-            timeout_s=self.timeout,
-        )
+        self._producer.commit_transaction()
         _crash.point("replay_after_commit")
+
+    def close(self) -> None:
+        self._producer.close()
 
 
 class PlainProducer:

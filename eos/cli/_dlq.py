@@ -142,13 +142,11 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
                 # Fence first, then read where the group stands: an earlier run killed during its commit
                 # may still complete it (its request was on its way), and offsets read before the fence
                 # would miss that chunk and copy it again.
-                copier = TransactionalCopier(config, reader, args.timeout, "the replay producer")
+                copier = TransactionalCopier(config, reader, args.timeout)
                 committed = reader.committed(args.topic, count, args.timeout)
             else:  # a dry run fences nothing: the last committed offsets, as a running replay left them
                 committed = {tp[1]: o for tp, o in broker.committed(group).items() if tp[0] == args.topic}
             for msg in reader.records(args.topic, count, committed, args.timeout):
-                if copier is not None and chunk == 0:
-                    copier.begin()
                 chunk += 1
                 headers = msg.headers() or []
                 if not any(k == _deadletter.KIND for k, _ in headers):
@@ -158,7 +156,7 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
                 else:
                     if copier is not None:
                         keep = [(k, v) for k, v in headers if not k.startswith(_deadletter.PREFIX)]
-                        copier.produce(args.to, msg.value(), msg.key(), keep)
+                        copier.produce(args.to, msg.value(), msg.key(), keep, msg)
                     copied += 1
                 if copier is not None and chunk >= REPLAY_CHUNK:
                     copier.commit()  # the chunk's copies and the replay group's offsets
@@ -167,6 +165,8 @@ def cmd_dlq_replay(args, config: Config, broker: Broker) -> int:
                 copier.commit()
     finally:
         reader.close()
+        if copier is not None:
+            copier.close()
     verb, dry = ("replayed", "") if args.execute else ("would replay", "; a dry run: add --execute")
     print(f"{verb} {copied} dead letters of {args.topic} to {args.to} (replay group {group}{dry})")
     if valueless:

@@ -111,7 +111,6 @@ def repair(config: Config, damage: Damaged) -> dict[tuple[str, int], int]:
     producer = OutputProducer(config, damage.transactional_id)
     try:
         producer.init_transactions(log, known_topic=damage.topic)  # fences every incarnation of the id
-        producer.begin_transaction(log)
         records = producer.records
         records.exact = True  # each copy's delivery report notes its partition's witness
         for loss in damage.losses:

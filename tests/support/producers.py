@@ -239,11 +239,14 @@ class FakeOutputProducer:
         self.step("init")
         self.initialized = True
 
-    def begin_transaction(self, log=None) -> None:
-        self.step("begin")
-        self.in_transaction = True
+    def _maybe_begin(self, log=None) -> None:
+        """As OutputProducer's: the first produce or send_offsets of a transaction begins it."""
+        if self.transactional_id is not None and not self.in_transaction:
+            self.step("begin")
+            self.in_transaction = True
 
     def send_offsets(self, offsets, group_metadata, log=None) -> None:
+        self._maybe_begin()
         self.step("send_offsets")
         assert group_metadata is self.kafka.group_metadata
         self.open_offsets = {(topic, partition): offset for topic, partition, offset, *_ in offsets}
@@ -259,6 +262,10 @@ class FakeOutputProducer:
         self.step("abort")
         self.open, self.open_offsets, self.in_transaction = [], {}, False
         self.records.delivery_failed = False
+
+    def close(self) -> None:
+        """As OutputProducer's: an open transaction is abandoned (the next init_transactions aborts it)."""
+        self.open, self.open_offsets, self.in_transaction = [], {}, False
 
     def write(self, record: tuple[str, bytes, int]) -> None:
         """A produced (topic, value, input offset): visible at once without a transaction (idempotent)."""
@@ -286,6 +293,7 @@ class FakeRecords:
         self.delivered_offsets: dict[tuple[str, int], int] = {}
 
     def produce(self, out: Output, topic, in_topic, in_partition, in_offset, changelog=False) -> None:
+        self.producer._maybe_begin()
         self.producer.step("produce", self.producer.fail_at_offset.get(in_offset))
         produced = Produced(topic, out, in_topic, in_partition, in_offset, changelog)
         self.producer.kafka.produced.append(produced)
@@ -297,6 +305,8 @@ class FakeRecords:
             self.produce(out, topic, in_topic, in_partition, in_offset, changelog=True)
 
     def produce_outputs(self, outputs, in_topic, in_partition) -> int:
+        if len(outputs):
+            self.producer._maybe_begin()
         for i, value in enumerate(_collector._listed(outputs.values)):
             offset = outputs.offset_of(i)
             self.producer.step("produce", self.producer.fail_at_offset.get(offset))

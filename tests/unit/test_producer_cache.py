@@ -62,7 +62,8 @@ def test_sixty_four_partitions_keep_at_most_the_cache_size(cache):
 def test_a_producer_in_a_transaction_is_never_kept(cache):
     cfg = config(4)
     producer, _ = cache.acquire(cfg, cfg.transactional_id("in", 0))
-    producer.in_transaction = True
+    producer.send_offsets([("in", 0, 1)], None)  # opens a transaction
+    assert producer.in_transaction
     cache.release(producer)
     assert cache.cached() == 0 and closed == ["app:in:0"]
 

@@ -66,10 +66,3 @@ def test_due_when_the_state_buffer_is_full_whatever_the_record_count():
     assert not transaction.due()
     state.keys = 100
     assert transaction.due()
-
-
-def test_exactly_once_checkpoint_begins_a_transaction_at_least_once_does_not():
-    eos_producer, alo_producer = FakeOutputProducer(), FakeOutputProducer()
-    Transaction(scope(config()), eos_producer)
-    Transaction(scope(base_config()), alo_producer)
-    assert eos_producer.in_transaction and not alo_producer.in_transaction
