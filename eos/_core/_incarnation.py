@@ -4,16 +4,16 @@ to it. Run at task start and again whenever a kept producer turns out displaced.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from eos._core import _input, _proof
+from eos._core._fence import Fence
 from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._stats import PartitionStats
 from eos._core._transaction import Transaction
-from eos._kafka import _offsets, _pool, _producer, _witness
-from eos.errors import CommitLostError, OffsetsUnstableError
+from eos._kafka import _offsets, _producer, _witness
+from eos.errors import CommitLostError
 from eos.state import State
 from eos.state._partition import PartitionState
 
@@ -30,8 +30,8 @@ class Incarnation:
         self.config = job.config
         self.stats = stats
         self.log = scope.log
-        self.producer: _producer.OutputProducer | None = None
-        self.reused = False
+        tp = (scope.topic, scope.partition)
+        self.fence = Fence(self.config, scope.transactional_id, tp, stats, self.log, trusts_own_commit=True)
         #: the committed offset a kept producer has yet to prove itself current with (step 2)
         self.unchecked: _offsets.Committed | None = None
         self.committed: int | None = None
@@ -42,57 +42,49 @@ class Incarnation:
         self.state: PartitionState | None = None
         self.view: Any = State({})
 
+    @property
+    def producer(self) -> _producer.OutputProducer | None:
+        return self.fence.producer
+
+    @property
+    def reused(self) -> bool:
+        """The producer was kept from an earlier task of this worker."""
+        return self.fence.kept
+
+    def first_row(self, scope: PartitionScope) -> None:
+        """The task's scope now names its first row (the checks of `check_input` read it)."""
+        self.scope = scope
+
+    def advance(self, offset: int) -> None:
+        """A transaction of this incarnation committed `offset` (the next to process)."""
+        self.committed = offset
+
     def start(self, reuse: bool) -> None:
         """Steps 1-4 with the worker's kept producer (`reuse`) or a fresh one."""
-        tid = self.scope.transactional_id
-        if reuse:
-            self.producer, self.reused = _pool.acquire(self.config, tid)
-            self.stats.producers_created += not self.reused
-        else:
-            self.producer, self.reused = _producer.OutputProducer(self.config, tid), False
-        if self.config.exactly_once and not self.producer.initialized:
-            t = time.monotonic()
-            self.producer.init_transactions(self.log, known_topic=self.scope.topic)  # step 2
-            self.stats.init_seconds += time.monotonic() - t
+        self._started(self.fence.start(reuse))
+
+    def replace_kept(self, why: str, exc: Exception | None = None) -> None:
+        """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
+        self._started(self.fence.replace(why, exc))
+
+    def _started(self, entry: _offsets.Committed | None) -> None:
+        """Steps 3-4 once the fence has read the committed offset `entry`: what this partition's policy
+        makes of it, and the state recovered to it."""
         tp = (self.scope.topic, self.scope.partition)
-        kept = self.reused and self.config.exactly_once
-        t = time.monotonic()
-        try:
-            entries = _offsets.committed_entries(self.config, [tp], self.log, wait=not kept)  # step 3
-        except OffsetsUnstableError:
-            self.stats.offsets_seconds += time.monotonic() - t
-            # Step 2 for a kept producer: it was initialised in an earlier task and cannot end another
-            # incarnation's open transaction (a worker killed between its offsets and its commit holds
-            # the offset until transaction.timeout.ms). A fresh producer's init_transactions does.
-            self.replace_kept(
-                "an open transaction holds the committed offset: fencing it with a fresh producer"
-            )
-            return
-        self.stats.offsets_seconds += time.monotonic() - t
-        self.committed = _offsets.check_stamps(self.config, entries).get(tp)
-        reset, was = _offsets.operator_reset(entries[tp].metadata if entries.get(tp) else None)
+        self.committed = _offsets.check_stamps(self.config, {tp: entry}).get(tp)
+        reset, was = _offsets.operator_reset(entry.metadata if entry else None)
         self.reset_from = (-1 if was is None else was) if reset else None
-        self.witnesses = _witnesses(entries.get(tp)) if self.config.exactly_once else {}
+        self.witnesses = _witnesses(entry) if self.config.exactly_once else {}
         if self.config.exactly_once:
-            self._prove(entries.get(tp), self.witnesses)
+            self._prove(entry, self.witnesses)
         if self.job.check_input:
-            _input.require_unshared(self.scope, entries.get(tp))
+            _input.require_unshared(self.scope, entry)
         # Step 2 for a kept producer, done by the first transaction (`begin`): not before the task's
         # own checks, which may fail it, and a producer thrown away with a transaction open on the
-        # partition's offset would hold every stable read of it until transaction_timeout_ms.
-        self.unchecked = None
-        if kept:
-            entry, mine = entries.get(tp), self.producer.committed_stamp
-            if mine is not None and (entry is None or entry.metadata != mine):
-                # Another producer committed the partition since this one last did, so it was
-                # initialised later and fenced this one: replaced now, not after a round trip.
-                self.replace_kept("a newer producer committed this partition: replacing the kept one")
-                return
-            if mine is None:
-                self.unchecked = entry
-            # else the committed offset is this producer's own last commit: no other producer has
-            # committed since, and one initialised since without committing fences it at its first
-            # request instead (8d), before anything of this transaction is visible.
+        # partition's offset would hold every stable read of it until transaction_timeout_ms. Without
+        # a committed offset there is nothing to send unchanged: a displaced producer is refused at its
+        # first write instead (8d).
+        self.unchecked = entry if self.fence.unchecked else None
         self.stats.committed_before = self.committed
         if self.job.functions.stores:  # step 4
             if self.state is None:
@@ -114,33 +106,12 @@ class Incarnation:
         if lost:
             raise _lost(self.scope, entry, found, len(witnesses), lost)
 
-    def replace_kept(self, why: str, exc: Exception | None = None) -> None:
-        """Steps 1-4 again with a fresh producer, whose init_transactions fences the others."""
-        self.log.info(why, **({} if exc is None else {"error": str(exc)}))
-        _pool.discard(self.producer)
-        self.producer = None
-        self.stats.producers_replaced += 1
-        self.start(reuse=False)
-
     def begin(self) -> Transaction:
-        """A new transaction; a kept producer's first one begins with step 2's check (`_check_current`)."""
+        """A new transaction; a kept producer's first one begins with step 2's check (`Fence`)."""
         if self.unchecked is not None:
             entry, self.unchecked = self.unchecked, None
-            self._check_current(entry)
+            self.fence.check_current((self.scope.topic, self.scope.partition, entry.offset, entry.metadata))
         return Transaction(self.scope, self.producer, self.state, since=self.committed)
-
-    def _check_current(self, entry: _offsets.Committed) -> None:
-        """Step 2 for a kept producer that has not committed this partition yet (one that has is
-        judged by the committed stamp in `start`): it fenced every older incarnation when it was
-        initialised, unless a producer of another worker was initialised for this partition since
-        (Spark hands a partition's next task to whichever worker is free). It learns that only from a
-        call to the transaction coordinator, so its first transaction begins by sending the committed
-        offset into it unchanged (step 7c replaces it in the same transaction): a displaced producer is
-        refused there (FencedError, 8d), not after producing the rows."""
-        t = time.monotonic()
-        offset = (self.scope.topic, self.scope.partition, entry.offset, entry.metadata)
-        self.producer.send_offsets([offset], _offsets.group_metadata(self.config), self.log)
-        self.stats.check_seconds += time.monotonic() - t
 
     def rolled_back(self) -> None:
         """After an abort: the state's open writes must not survive."""
@@ -154,14 +125,11 @@ class Incarnation:
             last = self.stats.last_offset
             self.state.snapshot_if_due(last + 1 if last is not None else self.committed)
         self.close_state()
-        _pool.release(self.producer)
-        self.producer = None
+        self.fence.release()
 
     def discard(self) -> None:
         """After an error: the producer is thrown away (its transaction dies with it), the state closed."""
-        if self.producer is not None:
-            _pool.discard(self.producer)
-            self.producer = None
+        self.fence.discard()
         self.close_state()
 
     def close_state(self) -> None:

@@ -27,19 +27,19 @@ import pyarrow.compute as pc
 from eos import _crash, _names
 from eos._core import _proof, _worker
 from eos._core._arrow import Layout
-from eos._core._job import Commit, Functions
+from eos._core._fence import Fence
+from eos._core._job import Functions
 from eos._core._scope import PartitionScope
 from eos._core._stats import STATS_SCHEMA, PartitionStats
 from eos._core._transaction import Transaction
 from eos._core._writer import Writer
-from eos._kafka import _offsets, _pool, _producer, _topics, _witness
+from eos._kafka import _offsets, _producer, _topics, _witness
 from eos._log import get_logger
 from eos.config import Config
 from eos.errors import (
     CommitLostError,
     FatalError,
     NondeterministicBatchError,
-    OffsetsUnstableError,
     PartTooLargeError,
     RecordError,
     TransactionAbortableError,
@@ -55,6 +55,8 @@ ROW_COLUMN = "eos_row"
 _CHUNK = 10_000
 #: a part's one transaction is aborted once it has been open this share of transaction_timeout_ms
 TIMEOUT_SHARE = 0.8
+#: why a part's task replaces a kept producer that another worker's fenced
+STALE_PART = "kept producer of the part is not current: starting a fresh one"
 
 _U64 = np.uint64
 
@@ -239,7 +241,7 @@ class PartTask:
         )
         self.stats = PartitionStats(self.topic, part, tid)
         self.tid = tid
-        self.producer: _producer.OutputProducer | None = None
+        self.fence = Fence(config, tid, (self.topic, part), self.stats, self.log, trusts_own_commit=False)
         self.layout = attrs.evolve(job.layout, offset=ROW_COLUMN)
         self.started = time.monotonic()
 
@@ -259,8 +261,7 @@ class PartTask:
                 self._verify(progress, batches)  # A4
             else:
                 self._write(batches)  # A5, A6
-            _pool.release(self.producer)
-            self.producer = None
+            self.fence.release()
             self.log.info(
                 "part written",
                 records_in=self.stats.records_in,
@@ -270,45 +271,28 @@ class PartTask:
             )
             return self.stats
         except BaseException:
-            if self.producer is not None:
-                _pool.discard(self.producer)  # an open transaction dies with it
-                self.producer = None
+            self.fence.discard()  # an open transaction dies with it
             raise
+
+    @property
+    def producer(self) -> _producer.OutputProducer | None:
+        return self.fence.producer
 
     def _start(self) -> Progress | None:
         """A2, A3: a producer that has fenced every other attempt at this part (a retry, a speculative
-        copy, a zombie of a killed driver), and the part's progress read after that fence.
-
-        A fresh producer's init_transactions fences, at a cost (docs/design.md, "A fresh producer's
-        init_transactions"). A producer this worker kept from an earlier batch fenced the others when it
-        was initialised, unless another worker initialised one for the part since; it learns that only
-        from a transactional call, so before any row is read it sends the part's committed offset
-        unchanged into a new transaction, which that call begins (A5 then goes on in that transaction,
-        whose final offset replaces it). Fenced: a fresh producer after all."""
-        config = self.config
-        if not config.exactly_once:
-            self.producer, _ = _pool.acquire(config, None)
-            return self._progress(stable=True)
-        self.producer, kept = _pool.acquire(config, self.tid)
-        if kept:
-            try:
-                progress = self._progress(stable=True, wait=False)
-                if progress is not None and progress.batch_id == self.job.batch_id:
-                    return progress  # A4 writes nothing: it needs no fence
-                self.producer.send_offsets(
-                    [self._unchanged(progress)], _offsets.group_metadata(config), self.log
-                )
-                return progress
-            except (FatalError, OffsetsUnstableError) as exc:
-                # Displaced by another worker, or another attempt's transaction is open: fence it.
-                self.log.info(
-                    "kept producer of the part is not current: starting a fresh one", error=str(exc)
-                )
-                _pool.discard(self.producer)
-                self.stats.producers_replaced += 1
-                self.producer = _producer.OutputProducer(config, self.tid)
-        self.producer.init_transactions(self.log, known_topic=self.topic)
-        return self._progress(stable=True)
+        copy, a zombie of a killed driver), and the part's progress read after that fence (`Fence`).
+        A kept producer without a commit of its own proves it is current before any row is read: it
+        sends the part's committed offset unchanged into a new transaction (A5 then goes on in that
+        transaction, whose final offset replaces it). Fenced: a fresh producer after all. A part
+        already committed for this batch (A4) writes nothing and needs no such proof."""
+        progress = self._progress(self.fence.start(reuse=True))
+        if not self.fence.unchecked or (progress is not None and progress.batch_id == self.job.batch_id):
+            return progress
+        try:
+            self.fence.check_current(self._unchanged(progress))
+        except FatalError as exc:  # displaced by another worker
+            progress = self._progress(self.fence.replace(STALE_PART, exc))
+        return progress
 
     def _unchanged(self, progress: Progress | None) -> tuple[str, int, int, str]:
         """The part's committed offset as it is (none yet: offset 0 without a progress record)."""
@@ -319,14 +303,17 @@ class PartTask:
     def run_empty(self) -> PartitionStats:
         """A part with no rows in this run writes nothing; it only checks that the batch's first run did
         not commit rows for it (unfenced: it writes nothing either way)."""
-        progress = self._progress(stable=False)
+        entry = _offsets.committed_entries(self.config, [(self.topic, self.part)], self.log, stable=False)
+        progress = self._progress(entry[(self.topic, self.part)])
         if progress is not None and progress.batch_id == self.job.batch_id:
             self._compare(progress, Digest())
         return self.stats
 
-    def _progress(self, stable: bool, wait: bool = True) -> Progress | None:
-        """A3: the part's committed progress, checked against this batch."""
-        progress = read_progress(self.config, [self.part], self.log, stable, wait)[self.part]
+    def _progress(self, entry: _offsets.Committed | None) -> Progress | None:
+        """A3: the part's committed progress (`entry`, its offset), checked against this batch."""
+        tp = (self.topic, self.part)
+        _offsets.check_stamps(self.config, {tp: entry})
+        progress = Progress.of(entry)
         self.stats.committed_before = None if progress is None else progress.batch_id + 1
         if progress is None:
             return None
@@ -403,7 +390,8 @@ class PartTask:
         _crash.point("before_produce")
         scope = PartitionScope(config, self.topic, self.part, self.job.batch_id, self.tid, self.log)
         transaction = PartTransaction(scope, producer)  # a kept producer's is open already (A2)
-        writer = Writer(attrs.evolve(self.job, layout=self.layout), scope, _Writing(producer))
+        transaction.where = self.where()
+        writer = Writer(attrs.evolve(self.job, layout=self.layout), scope, _Stateless(producer))
         digest = Digest()
         try:
             for batch in batches:
@@ -411,57 +399,17 @@ class PartTask:
                 hashes = self._hashes(batch)
                 rows = _with_rows(batch, digest.rows)
                 for at in range(0, rows.num_rows, _CHUNK):  # the age is checked between chunks
-                    self._check_age(transaction, digest.rows + at)
+                    transaction.check_age()
                     writer.write(rows.slice(at, _CHUNK), transaction, may_stop=False)
                 digest = digest.plus(hashes)
             self.stats.records_in = digest.rows
             producer.records.flush_and_check(self.topic, self.part)
-            self._check_age(transaction, digest.rows)
+            transaction.check_age()
             transaction.progress = Progress(self.job.batch_id, self.job.recorded, digest)
             seconds = transaction.commit()
         except (FatalError, TransactionAbortableError) as exc:
-            raise self._too_large(transaction, digest.rows, exc) or exc from None
-        self.stats.records_out = transaction.outputs
-        self.stats.transactions = 1
-        self.stats.commit_seconds_max = self.stats.commit_seconds_total = seconds
-        if self.job.functions.on_commit is not None:
-            self.job.functions.on_commit(
-                Commit(
-                    app_id=config.app_id,
-                    topic=self.topic,
-                    partition=self.part,
-                    offset=self.job.batch_id + 1,
-                    batch_id=self.job.batch_id,
-                    transactional_id=self.tid,
-                    records=digest.rows,
-                    outputs=transaction.outputs,
-                    seconds=seconds,
-                )
-            )
-
-    def _too_large(self, transaction: Transaction, rows: int, exc: Exception) -> PartTooLargeError | None:
-        """8e for a part: a transaction open past transaction_timeout_ms was aborted by the broker, which
-        fenced its producer. That is a part too large (or a process function too slow), not a zombie."""
-        if transaction.age() * 1000 < self.config.transaction_timeout_ms:
-            return None
-        return self._part_too_large(transaction.age(), rows, f" ({exc})")
-
-    def _check_age(self, transaction: Transaction, rows: int) -> None:
-        """Abort before the broker would: a part is one transaction, so it must fit in
-        transaction_timeout_ms."""
-        if transaction.age() * 1000 >= TIMEOUT_SHARE * self.config.transaction_timeout_ms:
-            raise self._part_too_large(transaction.age(), rows, "")
-
-    def _part_too_large(self, seconds: float, rows: int, cause: str) -> PartTooLargeError:
-        return PartTooLargeError(
-            f"{self.where()}: its transaction has been open {seconds:.1f}s after {rows} rows, past"
-            f" {TIMEOUT_SHARE:.0%} of transaction_timeout_ms ({self.config.transaction_timeout_ms}){cause};"
-            " it was aborted, nothing of it is visible. A part is written in one transaction: make batches"
-            " smaller (maxOffsetsPerTrigger, maxFilesPerTrigger, rowsPerBatch), spread them over more parts"
-            " (parts), or raise transaction_timeout_ms (at most the broker's transaction.max.timeout.ms).",
-            batch_id=self.job.batch_id,
-            part=self.part,
-        )
+            raise transaction.outlived(exc) or exc from None  # 8e
+        transaction.report(self.stats, seconds, self.job.functions.on_commit)
 
     def _check_part(self, batch: pa.RecordBatch) -> None:
         if PART_COLUMN not in batch.schema.names:
@@ -483,18 +431,39 @@ class PartTask:
 
 class PartTransaction(Transaction):
     """A part's one transaction: it commits the part's progress (`Progress`: batch, placement, digest)
-    with its witnesses, as the offset of the part's partition of the progress topic."""
+    with its witnesses, as the offset of the part's partition of the progress topic. It must fit in
+    transaction_timeout_ms: a part has no offset to resume from."""
 
     progress: Progress | None = None
+    #: how errors name the part ("batch N, part i")
+    where: str = ""
 
     def offset_record(self, witnesses):
         part = self.scope.partition
         return self.progress.batch_id + 1, self.progress.metadata(self.config, part, witnesses, self.log)
 
+    def check_age(self) -> None:
+        """Abort before the broker would: at TIMEOUT_SHARE of transaction_timeout_ms."""
+        if self.age() * 1000 >= TIMEOUT_SHARE * self.config.transaction_timeout_ms:
+            raise self.too_slow(self.age(), None)
+
+    def too_slow(self, seconds: float, exc: Exception | None) -> PartTooLargeError:
+        """8e for a part: a part too large (or a process function too slow), not a zombie."""
+        cause = "" if exc is None else f" ({exc})"
+        return PartTooLargeError(
+            f"{self.where}: its transaction has been open {seconds:.1f}s after {self.records} rows, past"
+            f" {TIMEOUT_SHARE:.0%} of transaction_timeout_ms ({self.config.transaction_timeout_ms}){cause};"
+            " it was aborted, nothing of it is visible. A part is written in one transaction: make batches"
+            " smaller (maxOffsetsPerTrigger, maxFilesPerTrigger, rowsPerBatch), spread them over more parts"
+            " (parts), or raise transaction_timeout_ms (at most the broker's transaction.max.timeout.ms).",
+            batch_id=self.scope.batch_id,
+            part=self.scope.partition,
+        )
+
 
 @attrs.define
-class _Writing:
-    """What a `Writer` reads of an incarnation: a part has its producer, and no state."""
+class _Stateless:
+    """A part's `Writer` target (`eos._core._writer.Target`): its producer, and no state."""
 
     producer: Any
     state: Any = None

@@ -21,7 +21,7 @@ import pyarrow as pa
 from eos import _crash
 from eos._core import _arrow, _input, _worker
 from eos._core._incarnation import DISPLACED, Incarnation
-from eos._core._job import Commit, Job
+from eos._core._job import Job
 from eos._core._redo import RedoBuffer
 from eos._core._scope import PartitionScope
 from eos._core._stats import STATS_SCHEMA, PartitionStats
@@ -89,7 +89,7 @@ class PartitionTask:
         t0 = time.monotonic()
         if first is not None and self.job.check_input:
             self.scope = attrs.evolve(self.scope, first=_arrow.first_offset(first, self.layout))
-            self.incarnation.scope = self.scope
+            self.incarnation.first_row(self.scope)
         self._start_incarnation(reuse=True)  # steps 1-4
         self.stats.start_seconds += time.monotonic() - t0
         if first is not None and self.incarnation.reset_from is not None:
@@ -354,30 +354,9 @@ class PartitionTask:
         seconds = transaction.commit()
         self.exact = self.incarnation.producer.records.exact = False  # a redo lasts one transaction
         self.writer.one_by_one = False
-        self.stats.transactions += 1
-        self.stats.records_out += transaction.outputs
-        self.stats.dead_letters += transaction.dead_letters
-        self.stats.commit_seconds_total += seconds
-        for step, spent in transaction.steps.items():
-            setattr(self.stats, step, getattr(self.stats, step) + spent)
-        self.stats.commit_seconds_max = max(self.stats.commit_seconds_max, seconds)
         self.stats.last_offset = transaction.last_offset
-        self.incarnation.committed = transaction.last_offset + 1
-        if self.job.functions.on_commit is not None:
-            self.job.functions.on_commit(
-                Commit(
-                    app_id=self.config.app_id,
-                    topic=self.topic,
-                    partition=self.partition,
-                    offset=self.incarnation.committed,
-                    batch_id=self.job.batch_id,
-                    transactional_id=self.stats.transactional_id,
-                    records=transaction.records,
-                    outputs=transaction.outputs,
-                    seconds=seconds,
-                    dead_letters=transaction.dead_letters,
-                )
-            )
+        self.incarnation.advance(transaction.offset)
+        transaction.report(self.stats, seconds, self.job.functions.on_commit)
         self.redo.clear()
         self.transaction = None
 

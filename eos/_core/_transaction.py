@@ -28,13 +28,15 @@ The crash points between the steps (`eos._crash`) are the faults F2, F3 and F4.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from eos import _crash
+from eos._core._job import Commit
 from eos._core._scope import PartitionScope
+from eos._core._stats import PartitionStats
 from eos._kafka import _offsets, _pool
 from eos._kafka._producer import OutputProducer
-from eos.errors import TransactionTimeoutError
+from eos.errors import EosError, PartTooLargeError, TransactionTimeoutError
 from eos.state._partition import PartitionState
 
 
@@ -65,6 +67,8 @@ class Transaction:
         self.input_bytes = 0
         #: seconds of the commit's steps, by PartitionStats field (7b-7d)
         self.steps: dict[str, float] = {}
+        #: the offset the commit committed (the next to process), once it has
+        self.offset: int | None = None
 
     def mark(self, last_offset: int, records: int, outputs: int, dead_letters: int = 0) -> None:
         """`records` more input records, up to the one at `last_offset`, have been processed and their
@@ -125,10 +129,39 @@ class Transaction:
             next_offset, stamp = self.offset_record(None)
             _offsets.commit(self.config, self.scope.topic, self.scope.partition, next_offset, self.log, stamp)
         _crash.point("after_commit")  # F4
+        self.offset = next_offset
         # 7e. Local stores and checkpoint files.
         if self.state is not None:
             self.state.on_commit(self.producer.records)
         return time.monotonic() - t0
+
+    def report(
+        self, stats: PartitionStats, seconds: float, on_commit: Callable[[Commit], None] | None
+    ) -> None:
+        """After the commit (which took `seconds`): the task's figures, and the user's `on_commit` record
+        of it, the one place for an input partition's transactions and a part's."""
+        stats.transactions += 1
+        stats.records_out += self.outputs
+        stats.dead_letters += self.dead_letters
+        stats.commit_seconds_total += seconds
+        stats.commit_seconds_max = max(stats.commit_seconds_max, seconds)
+        for step, spent in self.steps.items():
+            setattr(stats, step, getattr(stats, step) + spent)
+        if on_commit is not None:
+            on_commit(
+                Commit(
+                    app_id=self.config.app_id,
+                    topic=self.scope.topic,
+                    partition=self.scope.partition,
+                    offset=self.offset,
+                    batch_id=self.scope.batch_id,
+                    transactional_id=self.scope.transactional_id,
+                    records=self.records,
+                    outputs=self.outputs,
+                    seconds=seconds,
+                    dead_letters=self.dead_letters,
+                )
+            )
 
     def offset_record(self, witnesses: Mapping[tuple[str, int], int] | None) -> tuple[int, str]:
         """The offset 7c/7d commit and its metadata: the next input offset, stamped as this app's with
@@ -153,16 +186,20 @@ class Transaction:
         self.producer.records.forget()
         return failed
 
-    def outlived(self, exc: Exception) -> TransactionTimeoutError | None:
-        """8e: the error to raise instead of `exc` where this transaction was open longer than
-        transaction.timeout.ms: the broker aborted it and fenced its producer, so the attempt is not a
-        zombie, and redoing it as slowly would fail again."""
-        if isinstance(exc, TransactionTimeoutError):
+    def outlived(self, exc: Exception) -> EosError | None:
+        """8e, the one place it is decided: the error to raise instead of `exc` where this transaction
+        was open longer than transaction.timeout.ms: the broker aborted it and fenced its producer, so the
+        attempt is not a zombie, and redoing it as slowly would fail again."""
+        if isinstance(exc, TransactionTimeoutError | PartTooLargeError):
             return None
         seconds = self.age()
         if seconds * 1000 < self.config.transaction_timeout_ms:
             return None
         self.log.error("transaction outlived transaction.timeout.ms", seconds=round(seconds, 1))
+        return self.too_slow(seconds, exc)
+
+    def too_slow(self, seconds: float, exc: Exception) -> EosError:
+        """The error of a transaction open `seconds`, too long (`exc`: what the broker said of it)."""
         return TransactionTimeoutError(
             f"the transaction of input partition {self.scope.topic}/{self.scope.partition} was open for"
             f" {seconds:.1f}s, longer than transaction_timeout_ms ({self.config.transaction_timeout_ms}), and"

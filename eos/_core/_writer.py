@@ -7,11 +7,12 @@ take."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import pyarrow as pa
 
 from eos._core import _arrow, _rows
 from eos._core._deadletter import DeadLetters
-from eos._core._incarnation import Incarnation
 from eos._core._job import Job
 from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
@@ -20,10 +21,21 @@ from eos.errors import DeserializationError, OutputTypeError, ProcessError, Prod
 from eos.records import Outputs, outputs_of
 
 
-class Writer:
-    """The outputs of one input partition's rows, produced through the incarnation's producer."""
+class Target(Protocol):
+    """What rows are written through: the producer of the moment (a task replaces it after a fence or a
+    failure), and the state the functions see (an input partition's `Incarnation`; a part has none)."""
 
-    def __init__(self, job: Job, scope: PartitionScope, incarnation: Incarnation) -> None:
+    @property
+    def producer(self) -> Any: ...
+
+    state: Any
+    view: Any
+
+
+class Writer:
+    """The outputs of one input partition's (or part's) rows, produced through its target's producer."""
+
+    def __init__(self, job: Job, scope: PartitionScope, incarnation: Target) -> None:
         self.job = job
         self.config = job.config
         self.layout = job.layout
