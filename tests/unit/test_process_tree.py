@@ -55,6 +55,24 @@ def test_zombies_are_left_out_and_have_no_usage():
 
 
 def test_threads_and_rss_of_a_live_process():
-    threads, rss = processes.threads_and_rss(os.getpid())
-    assert threads >= 1
-    assert 1 << 20 < rss < 1 << 40  # a Python interpreter holds megabytes, not bytes nor terabytes
+    """What a child holds shows: 256 MiB more memory touched, two more threads."""
+    code = (
+        "import sys, threading; big = b'x' * (256 << 20) if sys.argv[1] == 'big' else b'';"
+        " wait = lambda: sys.stdin.readline();"
+        " [threading.Thread(target=wait, daemon=True).start() for _ in range(int(sys.argv[2]))];"
+        " print('ready', flush=True); sys.stdin.readline()"
+    )
+    figures = {}
+    for name, args in {"small": ["small", "0"], "big": ["big", "2"]}.items():
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            figures[name] = processes.threads_and_rss(child.pid)
+        finally:
+            child.kill()
+            child.wait()
+    (small_threads, small_rss), (big_threads, big_rss) = figures["small"], figures["big"]
+    assert big_threads == small_threads + 2
+    assert big_rss - small_rss >= 250 << 20

@@ -428,10 +428,17 @@ def test_a_store_locked_by_another_process_cannot_be_opened_until_it_closes(tmp_
 
 
 def test_the_lock_is_per_store(tmp_path, holder):
-    other = opened(tmp_path, transactional=True, name="other")
-    other.close()
-    elsewhere = opened(tmp_path / "in-1", transactional=True, name="counts")
-    elsewhere.close()
+    """Another store of the directory, and a store of the same name in another directory, open and
+    write while the holder keeps 'counts' locked."""
+    for store in (opened(tmp_path, transactional=True, name="other"), opened(tmp_path / "in-1", True)):
+        try:
+            store.put(b"a", b"1")
+            store.commit(1)
+            assert store.get(b"a") == b"1"
+        finally:
+            store.close()
+    with pytest.raises(StoreLockedError):
+        backend(KIND)(tmp_path, "counts", transactional=True).open(lock_timeout_s=0.3)
 
 
 def test_a_killed_holder_releases_the_lock(tmp_path, holder):
