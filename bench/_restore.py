@@ -32,8 +32,8 @@ def fill_changelog(
 
 
 def _state(config, source: str):
-    from eos._core._scope import PartitionScope
     from eos._log import get_logger
+    from eos._scope import PartitionScope
     from eos.state._partition import PartitionState
 
     scope = PartitionScope(config, source, 0, 0, None, get_logger(bench="restore"))
@@ -102,9 +102,9 @@ def snapshot_rebuilds(base, source: str, changelog: str, bootstrap: str, keys: i
 def restore(bench: Bench) -> dict:
     """A store of `restore_keys` keys rebuilt from its changelog into an empty state directory,
     per state store and state mode, interleaved."""
-    from eos._core._scope import PartitionScope
     from eos._kafka._changelog import ensure_changelog
     from eos._log import get_logger
+    from eos._scope import PartitionScope
     from eos.state._partition import PartitionState
 
     keys = bench.args.restore_keys

@@ -25,10 +25,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import eos
 from eos import testing
-from eos._core._scope import PartitionScope
 from eos._kafka import _changelog, _clients
 from eos._log import get_logger
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_owner
+from eos._scope import PartitionScope
 from eos.state._backends import available
 from eos.state._partition import PartitionState
 

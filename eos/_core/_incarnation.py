@@ -9,10 +9,10 @@ from typing import Any
 from eos._core import _input, _proof
 from eos._core._fence import Fence
 from eos._core._job import Job
-from eos._core._scope import PartitionScope
 from eos._core._stats import PartitionStats
 from eos._core._transaction import Transaction
 from eos._kafka import _offsets, _producer, _witness
+from eos._scope import PartitionScope
 from eos.errors import CommitLostError
 from eos.state import State
 from eos.state._partition import PartitionState

@@ -46,8 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos._core._arrow import Layout, boundaries
-from eos._core._scope import PartitionScope
 from eos._kafka import _offsets, _reads
+from eos._scope import PartitionScope
 from eos.errors import InputCoordinateError, InputGapError, InputOrderError
 
 #: The column `eos.read_stream` adds: each row's input coordinates as Spark's Kafka source read them.

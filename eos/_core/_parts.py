@@ -29,12 +29,12 @@ from eos._core import _proof, _worker
 from eos._core._arrow import Layout
 from eos._core._fence import Fence
 from eos._core._job import Functions
-from eos._core._scope import PartitionScope
 from eos._core._stats import STATS_SCHEMA, PartitionStats
 from eos._core._transaction import Transaction
 from eos._core._writer import Writer
 from eos._kafka import _offsets, _producer, _topics, _witness
 from eos._log import get_logger
+from eos._scope import PartitionScope
 from eos.config import Config
 from eos.errors import (
     CommitLostError,

@@ -23,10 +23,10 @@ from eos._core import _arrow, _input, _worker
 from eos._core._incarnation import DISPLACED, Incarnation
 from eos._core._job import Job
 from eos._core._redo import RedoBuffer
-from eos._core._scope import PartitionScope
 from eos._core._stats import STATS_SCHEMA, PartitionStats
 from eos._core._transaction import Transaction
 from eos._core._writer import Writer
+from eos._scope import PartitionScope
 from eos.errors import (
     DeliveryFailedError,
     EosError,

@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping
 
 from eos import _crash
 from eos._core._job import Commit
-from eos._core._scope import PartitionScope
 from eos._core._stats import PartitionStats
 from eos._kafka import _offsets, _pool
 from eos._kafka._producer import OutputProducer
+from eos._scope import PartitionScope
 from eos.errors import EosError, PartTooLargeError, TransactionTimeoutError
 from eos.state._partition import PartitionState
 

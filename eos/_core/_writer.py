@@ -14,9 +14,9 @@ import pyarrow as pa
 from eos._core import _arrow, _rows
 from eos._core._deadletter import DeadLetters
 from eos._core._job import Job
-from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
 from eos._kafka import _decoders, _schemas
+from eos._scope import PartitionScope
 from eos.errors import DeserializationError, OutputTypeError, ProcessError, ProduceError, RecordError
 from eos.records import Outputs, outputs_of
 

@@ -232,8 +232,8 @@ def _when(epoch: float) -> str:
 def _partition_state(args, config: Config, broker: Broker):
     """The stores of --topic/--partition, opened (locked) and recovered as a task would, and what it
     took; the caller closes them."""
-    from eos._core._scope import PartitionScope
     from eos._log import get_logger
+    from eos._scope import PartitionScope
     from eos.state._api import StoreSpec
     from eos.state._partition import PartitionState
 

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Protocol
 
 from eos import _crash, _names
-from eos._core._scope import PartitionScope
 from eos._kafka import _changelog
+from eos._scope import PartitionScope
 from eos.state import _snapshot
 from eos.state._api import State, Store, StoreSpec
 from eos.state._backends import backend

@@ -25,10 +25,10 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 import eos
 from eos import testing
-from eos._core._scope import PartitionScope
 from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
 from eos._names import INPUT_OFFSET_HEADER
+from eos._scope import PartitionScope
 from eos.cli import EXIT_ERROR, EXIT_OK, EXIT_REFUSED, EXIT_UNKNOWN_APP, EXIT_UNREACHABLE, build_config
 from eos.cli._base import CliError
 from eos.cli._broker import Broker

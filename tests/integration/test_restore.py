@@ -12,9 +12,9 @@ from confluent_kafka import Producer
 
 import eos
 from eos import testing
-from eos._core._scope import PartitionScope
 from eos._kafka._changelog import ensure_changelog
 from eos._log import get_logger
+from eos._scope import PartitionScope
 from eos.state._partition import PartitionState
 from tests.support.changelogs import write_changelog
 

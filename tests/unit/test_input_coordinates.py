@@ -194,7 +194,7 @@ def test_a_coalesced_task_checks_each_run_against_the_partition_it_was_read_in()
 
 def _scope(first: int):
     from eos import Config
-    from eos._core._scope import PartitionScope
+    from eos._scope import PartitionScope
 
     config = Config(bootstrap_servers="localhost:1", app_id="app", output_topic="out")
     return attrs.evolve(PartitionScope.of(config, "in", 0, 1, query="q1"), first=first)

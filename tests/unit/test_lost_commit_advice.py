@@ -8,8 +8,8 @@ import shlex
 
 from eos import _names
 from eos._core._incarnation import _lost
-from eos._core._scope import PartitionScope
 from eos._kafka import _offsets
+from eos._scope import PartitionScope
 from eos.cli._main import build_parser
 from tests.support.configs import config
 

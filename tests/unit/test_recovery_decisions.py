@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import KafkaError
 
 import eos
-from eos._core._scope import PartitionScope
 from eos._kafka import _changelog, _clients
 from eos._names import INPUT_OFFSET_HEADER, OWNER_HEADER, changelog_topic
+from eos._scope import PartitionScope
 from eos.state import StoreSpec
 from eos.state._backends import KINDS, backend
 from eos.state._partition import PartitionState

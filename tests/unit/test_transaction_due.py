@@ -7,8 +7,8 @@ from __future__ import annotations
 from functools import partial
 
 import eos
-from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
+from eos._scope import PartitionScope
 from tests.support.configs import config as base_config
 from tests.support.producers import FakeOutputProducer
 

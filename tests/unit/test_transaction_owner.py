@@ -8,10 +8,10 @@ import inspect
 from pathlib import Path
 
 import eos
-from eos._core._scope import PartitionScope
 from eos._core._transaction import Transaction
 from eos._kafka._collector import RecordCollector
 from eos._kafka._producer import OutputProducer
+from eos._scope import PartitionScope
 from eos.records import Output, Outputs
 from tests.support.configs import config
 from tests.support.producers import FakeOutputProducer, FakeRecords
