@@ -15,7 +15,7 @@ from eos._core import _arrow, _rows
 from eos._core._deadletter import DeadLetters
 from eos._core._job import Job
 from eos._core._transaction import Transaction
-from eos._kafka import _decoders, _schemas
+from eos._registry import _decoders, _serializers
 from eos._scope import PartitionScope
 from eos.errors import DeserializationError, OutputTypeError, ProcessError, ProduceError, RecordError
 from eos.records import Outputs, outputs_of
@@ -49,7 +49,7 @@ class Writer:
         #: call process_batch one row at a time (it raised over several rows; until the next commit)
         self.one_by_one = False
         #: value_serializer / key_serializer: the worker's Schema Registry serializers
-        self.serializers = _schemas.Serializers.of(job.config)
+        self.serializers = _serializers.Serializers.of(job.config)
         #: value_deserializer / key_deserializer: the input's key and value read before anything sees them
         self.deserializers = _decoders.Deserializers.of(job.config)
 
@@ -158,7 +158,7 @@ class Writer:
             partition=self.partition,
             first=first,
             last=last,
-            serialized=_schemas.serialized_fields(self.config),
+            serialized=_serializers.serialized_fields(self.config),
         )
 
     def _process_error(

@@ -13,7 +13,8 @@ from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._core._job import Functions, OnCommit, Process, ProcessBatch
-from eos._kafka import _decoders, _schemas, _topics
+from eos._kafka import _topics
+from eos._registry import _decoders, _serializers
 from eos._spark import _partitioning
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError
@@ -104,7 +105,7 @@ def batch_layout(
         return Layout(out_topic=out_topic, out_partition=out_partition, out_timestamp=out_timestamp), names
 
     # A field with a Schema Registry serializer may be a struct or any type its schema describes.
-    serialized = _schemas.serialized_fields(config)
+    serialized = _serializers.serialized_fields(config)
     value_types = None if "value" in serialized else _BYTES
     key_types = None if "key" in serialized else _BYTES
     check("value", value_types, "the output record's value, as in Spark's Kafka sink")
@@ -194,7 +195,7 @@ def check_output_topic(config: Config, log: Any = None) -> None:
     _topics.require(config, [config.output_topic] if config.output_topic else [], "output")
     if config.on_error == "dead_letter":
         _topics.require(config, [config.dead_letter_topic], "dead-letter")
-    _schemas.resolve(config, log)
+    _serializers.resolve(config, log)
 
 
 #: a batch job's one batch id (`eos.write`, `df.write.format("eos")`)

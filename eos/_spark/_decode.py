@@ -4,7 +4,7 @@ cannot read Confluent's framing, and no open-source PySpark library does.
 
 The reader's Spark type is fixed on the driver when the column is made (from the schema given, or the
 subject's latest version), as Spark's `from_avro` takes its schema; each worker then reads any writer
-schema id, fetched once per id per process (`eos._kafka._decoders`). A pandas UDF reads a whole Arrow
+schema id, fetched once per id per process (`eos._registry._decoders`). A pandas UDF reads a whole Arrow
 batch per call. `mode`, as Spark's `from_avro` and `from_json` name it: "FAILFAST" fails the query naming
 the record's topic/partition/offset and why; "PERMISSIVE" gives null for a record that cannot be read.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eos._kafka import _decoders
-from eos._kafka._decoders import Reading
+from eos._registry import _decoders
+from eos._registry._decoders import Reading
 from eos.errors import ConfigError, DeserializationError
 
 #: the Kafka source's columns that name a record, passed to the UDF so that an error can name it

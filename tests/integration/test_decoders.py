@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 
 import eos
 from eos import testing
-from eos._kafka import _decoders, _schemas
-from eos._kafka._decoders import Reading
+from eos._registry import _decoders, _serializers
+from eos._registry._decoders import Reading
 from eos._spark._decode import fit
 from eos.records import Outputs
 from tests.integration.conftest import kafka_stream, run_query, write_available
@@ -227,13 +227,15 @@ def test_protobuf_and_json_schema_read_into_structs(session, bootstrap, names, s
         value_schema="tests.support.orders_pb2.Order",
         schema_registry={"url": schema_registry.url},
     )
-    _schemas.resolve(config)
+    _serializers.resolve(config)
     struct = pa.array(
         [{"id": 3, "item": "z", "quantity": 9}],
         pa.struct([("id", pa.int64()), ("item", pa.string()), ("quantity", pa.int32())]),
     )
     outputs = Outputs(values=struct, topic=topic, offsets=pa.array([0], pa.int64()))
-    _produce(bootstrap, topic, _schemas.Serializers.of(config).outputs(outputs, "in", 0).values.to_pylist())
+    _produce(
+        bootstrap, topic, _serializers.Serializers.of(config).outputs(outputs, "in", 0).values.to_pylist()
+    )
     df = _kafka(session, bootstrap, topic)
     read = eos.from_confluent_protobuf("value", "tests.support.orders_pb2.Order")
     assert [tuple(r.o) for r in df.select(read.alias("o")).orderBy("offset").collect()] == [

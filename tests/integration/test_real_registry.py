@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 import eos
-from eos._kafka import _schemas
+from eos._registry import _serializers
 from eos.records import Outputs
 from tests.support.orders_pb2 import Order
 
@@ -43,9 +43,9 @@ TRADE_JSON = json.dumps(
 
 @pytest.fixture(autouse=True)
 def fresh():
-    _schemas.clear()
+    _serializers.clear()
     yield
-    _schemas.clear()
+    _serializers.clear()
 
 
 def _config(registry, topic: str, **kw) -> eos.Config:
@@ -61,10 +61,10 @@ def _config(registry, topic: str, **kw) -> eos.Config:
 
 def _write(cfg: eos.Config, values: list, struct: pa.DataType | None = None) -> list[bytes]:
     """`values` serialized as a worker serializes a batch's outputs, after the driver's `resolve`."""
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     array = pa.array(values, struct) if struct is not None else pa.array(values)
     outputs = Outputs(values=array, topic=cfg.output_topic, offsets=pa.array(range(len(values)), pa.int64()))
-    return _schemas.Serializers.of(cfg).outputs(outputs, "in", 0).values.to_pylist()
+    return _serializers.Serializers.of(cfg).outputs(outputs, "in", 0).values.to_pylist()
 
 
 def _read(registry, topic: str, framed: list[bytes], deserializer=AvroDeserializer, **kw) -> list:
@@ -128,7 +128,7 @@ def test_an_evolved_schema_is_accepted_and_an_incompatible_one_refused_with_the_
     old = _write(
         _config(schema_registry, topic, value_schema=_trade("shop")), [{"sym": "A", "qty": 1}], TRADES
     )
-    _schemas.clear()  # the next batch of a redeployed query, with the evolved schema
+    _serializers.clear()  # the next batch of a redeployed query, with the evolved schema
     with_venue = pa.struct([("sym", pa.string()), ("qty", pa.int64()), ("venue", pa.string())])
     new = _write(
         _config(schema_registry, topic, value_schema=_trade("shop", VENUE)),
@@ -142,9 +142,9 @@ def test_an_evolved_schema_is_accepted_and_an_incompatible_one_refused_with_the_
         {"sym": "B", "qty": 2, "venue": "XLON"},
     ]
 
-    _schemas.clear()
+    _serializers.clear()
     with pytest.raises(eos.SchemaRegistryError) as info:
-        _schemas.resolve(_config(schema_registry, topic, value_schema=_trade("shop", VENUE, PRICE)))
+        _serializers.resolve(_config(schema_registry, topic, value_schema=_trade("shop", VENUE, PRICE)))
     assert (info.value.subject, info.value.status) == (subject, 409)
     assert "incompatible with its latest version 2" in str(info.value)
     assert "Nothing was written" in str(info.value)

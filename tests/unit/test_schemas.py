@@ -1,4 +1,4 @@
-"""Schema Registry serializers (`eos._kafka._schemas`): confluent-kafka's own serializers and client,
+"""Schema Registry serializers (`eos._registry._serializers`): confluent-kafka's own serializers and client,
 against its in-process `mock://` registry and, for the HTTP path, the loopback stand-in of
 tests/support/registry.py. Read back with confluent-kafka's deserializers."""
 
@@ -16,7 +16,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 import eos
-from eos._kafka import _schemas
+from eos._registry import _serializers
 from eos._spark._datasource import settings_of
 from eos.records import Outputs
 from tests.support.configs import config as base_config
@@ -38,9 +38,9 @@ STRUCT = pa.struct([("id", pa.int64()), ("item", pa.string())])
 
 @pytest.fixture(autouse=True)
 def fresh():
-    _schemas.clear()  # each test a fresh worker and driver
+    _serializers.clear()  # each test a fresh worker and driver
     yield
-    _schemas.clear()
+    _serializers.clear()
 
 
 def config(url: str = "mock://t", **kw) -> eos.Config:
@@ -62,13 +62,13 @@ def orders(n: int, start: int = 0) -> pa.Array:
 def serialize(cfg: eos.Config, values, keys=None) -> Outputs:
     """`values` serialized as a worker does (after the driver's `resolve`)."""
     outputs = Outputs(values=values, topic="out", keys=keys, offsets=pa.array(range(len(values)), pa.int64()))
-    return _schemas.Serializers.of(cfg).outputs(outputs, IN, 0)
+    return _serializers.Serializers.of(cfg).outputs(outputs, IN, 0)
 
 
 def registry_of(cfg: eos.Config) -> SchemaRegistryClient:
     """A client of the registry: for mock://, the process's one (a mock's schemas are its own)."""
     if cfg.schema_registry["url"].startswith("mock://"):
-        return _schemas._client(cfg)
+        return _serializers._client(cfg)
     return SchemaRegistryClient(dict(cfg.schema_registry))
 
 
@@ -174,7 +174,7 @@ def test_foreach_writer_refuses_serializers():
 
 def test_a_struct_column_is_written_in_confluent_framing_and_reads_back_as_it_was():
     cfg = config(key_serializer="avro", key_schema='"string"')
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     out = serialize(cfg, orders(3), keys=pa.array(["a", "b", None]))
     framed = out.values.to_pylist()
     assert all(v[0] == 0 for v in framed), "magic byte 0, then the schema id"
@@ -186,13 +186,13 @@ def test_a_struct_column_is_written_in_confluent_framing_and_reads_back_as_it_wa
 
 def test_json_schema_and_protobuf():
     cfg = config(value_serializer="json_schema", value_schema=ORDER_JSON)
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     assert read(cfg, serialize(cfg, orders(2)).values, JSONDeserializer, schema_str=None) == [
         {"id": 0, "item": "item-0"},
         {"id": 1, "item": "item-1"},
     ]
     cfg = config(value_serializer="protobuf", value_schema="tests.support.orders_pb2.Order")
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     out = serialize(cfg, orders(2))
     client = registry_of(cfg)
     d = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
@@ -204,18 +204,18 @@ def test_json_schema_and_protobuf():
 
 def test_record_name_strategies_name_the_subject_after_the_schema():
     cfg = config(value_subject_name_strategy="record")
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     cfg2 = config(
         value_subject_name_strategy="topic_record", value_serializer="json_schema", value_schema=ORDER_JSON
     )
-    _schemas.resolve(cfg2)
+    _serializers.resolve(cfg2)
     client = registry_of(cfg)
     assert sorted(client.get_subjects()) == ["out-Order", "shop.Order"]
 
 
 def test_a_value_that_does_not_fit_is_a_bad_record_naming_its_input_and_subject():
     cfg = config()
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     bad = pa.array([{"id": 1, "item": "x"}, {"id": 2, "item": None}], STRUCT)
     with pytest.raises(eos.SerializationError) as info:
         serialize(cfg, bad)
@@ -240,7 +240,7 @@ def struct_rows(offsets, bad=()) -> pa.RecordBatch:
 
 def test_a_record_that_does_not_fit_goes_to_the_dead_letter_topic_with_the_rest_serialized(kafka):
     cfg = config(on_error="dead_letter", dead_letter_topic=DLQ)
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     stats = task(cfg).run([struct_rows(range(6), bad={2, 4})])
     assert committed(kafka, "out") == [0, 1, 3, 5] and committed(kafka, DLQ) == [2, 4]
     assert kafka.offset_commits == [6], "outputs, dead letters and the offset: one transaction"
@@ -252,7 +252,7 @@ def test_a_record_that_does_not_fit_goes_to_the_dead_letter_topic_with_the_rest_
 
 
 def test_with_on_error_fail_it_fails_the_batch_naming_the_record(kafka):
-    _schemas.resolve(config())
+    _serializers.resolve(config())
     with pytest.raises(eos.SerializationError, match=r"input record in/0@4"):
         task(config()).run([struct_rows(range(6), bad={4})])
     assert kafka.outputs == []
@@ -263,14 +263,14 @@ def test_a_process_batch_output_that_does_not_fit_is_found_row_by_row(kafka):
         return pa.RecordBatch.from_arrays([batch.column("value")], ["value"])
 
     cfg = config(on_error="dead_letter", dead_letter_topic=DLQ)
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     task(cfg, process_batch=passthrough).run([struct_rows(range(5), bad={3})])
     assert committed(kafka, "out") == [0, 1, 2, 4] and committed(kafka, DLQ) == [3]
 
 
 def test_process_returns_dicts_that_are_serialized(kafka):
     cfg = config()
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     task(cfg, lambda row, state: {"value": {"id": row.offset, "item": "p"}}).run([struct_rows(range(3))])
     values = pa.array([p.out.value for p in kafka.produced if p.topic == "out"], pa.binary())
     assert read(cfg, values) == [{"id": i, "item": "p"} for i in range(3)]
@@ -292,9 +292,9 @@ def http_config(registry: Registry, **kw) -> eos.Config:
 
 def test_the_driver_registers_once_and_a_worker_looks_up_once_not_per_record(registry):
     cfg = http_config(registry)
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     assert registry.requests == [("POST", "/subjects/out-value/versions")]
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     assert len(registry.requests) == 1, "a later batch asks nothing"
     serialize(cfg, orders(1000))
     serialize(cfg, orders(1000, start=1000))
@@ -305,7 +305,7 @@ def test_an_incompatible_schema_fails_at_the_driver_naming_subject_and_version(r
     registry.register("out-value", ORDER)
     registry.incompatible.add("out-value")
     with pytest.raises(eos.SchemaRegistryError) as info:
-        _schemas.resolve(http_config(registry, value_schema=ORDER_V2))
+        _serializers.resolve(http_config(registry, value_schema=ORDER_V2))
     assert (info.value.subject, info.value.status) == ("out-value", 409)
     assert "incompatible with its latest version 1" in str(info.value)
     assert "Nothing was written" in str(info.value)
@@ -313,11 +313,13 @@ def test_an_incompatible_schema_fails_at_the_driver_naming_subject_and_version(r
 
 def test_unregistered_with_auto_register_off_and_no_subject_with_use_latest_version(registry):
     with pytest.raises(eos.SchemaRegistryError, match="no such subject under subject 'out-value'"):
-        _schemas.resolve(http_config(registry, auto_register_schemas=False))
+        _serializers.resolve(http_config(registry, auto_register_schemas=False))
     registry.register("out-value", '"string"')
     with pytest.raises(eos.SchemaRegistryError, match="no such schema.*auto_register_schemas is false"):
-        _schemas.resolve(http_config(registry, auto_register_schemas=False))
-    _schemas.resolve(http_config(registry, use_latest_version=True, value_schema=None))  # the "string" one
+        _serializers.resolve(http_config(registry, auto_register_schemas=False))
+    _serializers.resolve(
+        http_config(registry, use_latest_version=True, value_schema=None)
+    )  # the "string" one
     assert read(
         http_config(registry),
         serialize(http_config(registry, use_latest_version=True, value_schema=None), pa.array(["a"])).values,
@@ -327,14 +329,14 @@ def test_unregistered_with_auto_register_off_and_no_subject_with_use_latest_vers
 def test_wrong_credentials_are_a_401_that_names_the_setting_not_the_secret(registry):
     cfg = config(registry.url, schema_registry={"url": registry.url, "basic.auth.user.info": "me:wrong"})
     with pytest.raises(eos.SchemaRegistryError) as info:
-        _schemas.resolve(cfg)
+        _serializers.resolve(cfg)
     assert info.value.status == 401 and "basic.auth.user.info" in str(info.value)
     assert "wrong" not in str(info.value) and "wrong" not in repr(cfg)
 
 
 def test_transient_failures_are_retried_by_the_client(registry):
     registry.fail_next(2, status=503)
-    _schemas.resolve(http_config(registry))
+    _serializers.resolve(http_config(registry))
     assert [p for _, p in registry.requests] == ["/subjects/out-value/versions"] * 3
 
 
@@ -344,22 +346,22 @@ def test_a_registry_down_at_start_is_retried_until_operation_timeout_ms(registry
     with pytest.raises(
         eos.SchemaRegistryError, match="did not answer.*retried for operation_timeout_ms 1500"
     ):
-        _schemas.resolve(http_config(registry, operation_timeout_ms=1500, commit_interval_ms=1000))
+        _serializers.resolve(http_config(registry, operation_timeout_ms=1500, commit_interval_ms=1000))
     assert time.monotonic() - began >= 1.5
     threading.Timer(1.0, registry.start).start()  # back within the deadline: the query starts
-    _schemas.resolve(http_config(registry, operation_timeout_ms=10_000, commit_interval_ms=1000))
+    _serializers.resolve(http_config(registry, operation_timeout_ms=10_000, commit_interval_ms=1000))
     assert registry.requests == [("POST", "/subjects/out-value/versions")]
 
 
 def test_a_registry_down_mid_stream_stops_only_a_new_worker_and_not_as_a_bad_record(registry):
     cfg = http_config(registry)
-    _schemas.resolve(cfg)
+    _serializers.resolve(cfg)
     serialize(cfg, orders(10))
     seen = len(registry.requests)
     registry.stop()
     assert len(read_back := serialize(cfg, orders(10)).values) == 10, "this worker has the schema"
     assert len(registry.requests) == seen
-    _schemas.clear()  # a new Python worker
+    _serializers.clear()  # a new Python worker
     with pytest.raises(eos.SchemaRegistryError, match="did not answer for subject 'out-value'") as info:
         serialize(cfg, orders(10))
     assert not isinstance(info.value, eos.RecordError), "the registry's fault fails the task, no dead letter"

@@ -36,7 +36,7 @@ _NAMES = {"avro": "Avro", "protobuf": "Protobuf", "json_schema": "JSON Schema"}
 _RETRY_WAIT_S = 0.5
 
 
-def _library() -> Any:
+def library() -> Any:
     """confluent_kafka.schema_registry with its serializers' dependencies, or a ConfigError that says
     what to install."""
     try:
@@ -122,7 +122,7 @@ class FieldSpec:
         text = self.schema.strip()
         if self.kind == "avro" and text[:1] not in ("{", "["):
             text = '{"type":' + text + "}"
-        return _library().Schema(text, _TYPES[self.kind])
+        return library().Schema(text, _TYPES[self.kind])
 
 
 def message_class(path: str, setting: str) -> Any:
@@ -136,7 +136,7 @@ def message_class(path: str, setting: str) -> Any:
 
 def _strategy(name: str) -> Callable[[Any, str | None], str]:
     """confluent-kafka's subject name strategy of a `*_subject_name_strategy` setting."""
-    sr = _library()
+    sr = library()
     return {
         "topic": sr.topic_subject_name_strategy,
         "record": sr.record_subject_name_strategy,
@@ -194,7 +194,7 @@ def client_of(settings: Mapping[str, Any]) -> Any:
         if client is None:
             try:
                 # new_client: an in-process MockSchemaRegistryClient for a mock:// URL (tests)
-                client = _library().SchemaRegistryClient.new_client(dict(settings))
+                client = library().SchemaRegistryClient.new_client(dict(settings))
             except (ValueError, TypeError) as exc:  # the client's own check of its settings
                 raise ConfigError("schema_registry", str(exc)) from None
             _clients[key] = client
@@ -209,7 +209,7 @@ def _translate(exc: Exception, config: Config, spec: FieldSpec, subject: str) ->
     """The SchemaRegistryError for what the client raised; None for what is not the registry's."""
     import httpx
 
-    sr = _library()
+    sr = library()
     where = _where(config)
     if isinstance(exc, sr.SchemaRegistryError):
         status, code, message = exc.http_status_code, exc.error_code, exc.error_message

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos._kafka._schemas import _library, client_of, per_process, settings_key
+from eos._registry._serializers import client_of, library, per_process, settings_key
 from eos.config import redact_url
 from eos.errors import ConfigError, SchemaRegistryError
 
@@ -195,7 +195,7 @@ class _Protobuf:
     def __init__(self, reading: Reading) -> None:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 
-        from eos._kafka._schemas import message_class
+        from eos._registry._serializers import message_class
 
         self.message = message_class(reading.schema, "schema")
         from confluent_kafka.serialization import MessageField, SerializationContext
@@ -266,7 +266,7 @@ def avro_bundle(
     SchemaRegistryError when the registry refuses or cannot be reached."""
     import httpx
 
-    sr = _library()
+    sr = library()
     where = f"schema id {schema_id}" if schema_id is not None else f"subject {subject!r}"
     try:
         if schema_id is not None:
@@ -441,7 +441,7 @@ def arrow_type(reading: Reading) -> pa.DataType:
         main, named = _named(reading.schema)
         return _avro(main, "", named, frozenset())
     if reading.format == "protobuf":
-        from eos._kafka._schemas import message_class
+        from eos._registry._serializers import message_class
 
         return _protobuf(message_class(reading.schema, "message").DESCRIPTOR, frozenset())
     try:
