@@ -370,8 +370,8 @@ class Bench:
         def unchecked(**fields):
             return attrs.evolve(job(**fields), provenance=None)
 
-        job = sink.Job
-        with patched(sink, "Job", unchecked):
+        job = sink.TaskSpec
+        with patched(sink, "TaskSpec", unchecked):
             return self._eos_row("eos_exactly_once_unchecked", out, "exactly_once")
 
     def row_eos_exactly_once_format(self, out: str) -> dict:

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import PartitionTask
 from eos.config import Config
 
@@ -62,9 +62,9 @@ def run(bootstrap: str, rows: int, bad: set[int], batch: bool) -> float:
         commit_every=rows,
     )
     job = (
-        Job(config, 0, Layout(), Functions(process_batch=process_batch))
+        TaskSpec(config, 0, Layout(), Functions(process_batch=process_batch))
         if batch
-        else Job(config, 0, Layout(), Functions(process))
+        else TaskSpec(config, 0, Layout(), Functions(process))
     )
     started = time.monotonic()
     stats = PartitionTask(job, source, 0).run(data.slice(i, 10_000) for i in range(0, rows, 10_000))

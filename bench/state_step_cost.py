@@ -25,7 +25,7 @@ import pyarrow as pa
 import eos
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import run_partition
 from eos._kafka import _changelog
 from eos.state import _partition, _store
@@ -100,7 +100,7 @@ def main() -> None:
         for batch_id in range(args.batches):
             spent.clear()
             t0 = time.monotonic()
-            job = Job(config, batch_id, Layout(), functions)
+            job = TaskSpec(config, batch_id, Layout(), functions)
             (stats,) = [
                 s.to_pylist()[0]
                 for s in run_partition(job, iter(rows(source, batch_id * args.rows, args.rows, args.keys)))

@@ -6,12 +6,12 @@ df.writeStream.format("eos").option("kafka.bootstrap.servers", ...).option("eos.
 
 from typing import TYPE_CHECKING
 
-from eos._core._job import Commit
+from eos._core._spec import Commit
 from eos._core._stats import BatchSummary
 from eos._log import Formatter as LogFormatter
 from eos._spark._decode import from_confluent_avro, from_confluent_json, from_confluent_protobuf
-from eos._spark._placement import place
 from eos._spark._realtime import ForeachWriter
+from eos._spark._rows_to_parts import place
 from eos._version import __version__ as __version__
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (

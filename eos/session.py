@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eos._core._input import INPUT_COLUMN
-from eos._core._job import OnCommit, Process, ProcessBatch
+from eos._core._spec import OnCommit, Process, ProcessBatch
 from eos._kafka import _cluster, _offsets, _topics
 from eos._kafka._java import spark_source_options
 from eos._log import get_logger

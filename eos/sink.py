@@ -35,7 +35,7 @@ import pyarrow as pa
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import READ_IN_COLUMN, Provenance
-from eos._core._job import Job, OnCommit, Process, ProcessBatch
+from eos._core._spec import OnCommit, Process, ProcessBatch, TaskSpec
 from eos._core._stats import STATS_DDL, BatchSummary
 from eos._core._task import run_partition
 from eos._kafka import _cluster, _topics
@@ -51,7 +51,7 @@ from eos._spark._batch import (
     job_app_id,
     task_slots,
 )
-from eos._spark._placement import place_batch
+from eos._spark._rows_to_parts import place_batch
 from eos.config import Config
 from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
 from eos.state import StoreSpec
@@ -205,27 +205,27 @@ class Sink:
     ) -> list[dict[str, Any]]:
         """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
         their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails."""
-        placement = None
+        plan = None
         if not regroup and self.config.task_affinity and provenance.partitions is not None:
             tps = [(r.topic, r.partition) for r in provenance.partitions]
-            placement = self._affinity.plan(batch_df.sparkSession, tps, self.log)
-        tasks = None if regroup or placement is not None else task_slots(batch_df, provenance)
-        if tasks is not None or placement is not None:
+            plan = self._affinity.plan(batch_df.sparkSession, tps, self.log)
+        tasks = None if regroup or plan is not None else task_slots(batch_df, provenance)
+        if tasks is not None or plan is not None:
             provenance = attrs.evolve(provenance, read_in=READ_IN_COLUMN)
         if provenance.column is not None and provenance.column not in columns:
             columns = [*columns, provenance.column]
         selected = batch_df.select(*columns)
         if provenance.read_in is not None:  # evaluated where the rows are read, before the shuffle
             selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
-        if placement is not None:
-            selected = self._affinity.apply(placement, selected, self.log)
+        if plan is not None:
+            selected = self._affinity.apply(plan, selected, self.log)
         elif tasks is not None:
             selected = selected.coalesce(tasks)
         if regroup:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
             )
-        job = Job(
+        job = TaskSpec(
             config=self.config,
             batch_id=batch_id,
             layout=layout,
@@ -253,7 +253,7 @@ class Sink:
         key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
         placement = self._placement(batch_id, columns, key)  # P0
         placed = place_batch(batch_df, columns, key, placement)  # P1
-        job = _parts.PartJob(
+        job = _parts.PartSpec(
             config=self.config,
             batch_id=batch_id,
             layout=layout,
@@ -271,11 +271,11 @@ class Sink:
         seconds = time.monotonic() - started
         self._record(self._summarize(batch_id, stats, seconds, regrouped=True, driver=driver))  # P3
 
-    def _placement(self, batch_id: int, columns: list[str], key: str | None) -> _parts.Placement:
+    def _placement(self, batch_id: int, columns: list[str], key: str | None) -> _parts.RowPlacement:
         """P0: the placement of batch `batch_id`'s first run where it committed parts (a re-run places
         its rows the same way, whatever parts / part_columns say now: they apply from the next batch),
         else this config's. One that this batch cannot have is refused before any part writes."""
-        asked = _parts.Placement.of(self.config, key)
+        asked = _parts.RowPlacement.of(self.config, key)
         unknown = [c for c in asked.columns if c not in columns]
         if unknown:
             raise ConfigError(
@@ -287,7 +287,7 @@ class Sink:
         first = _parts.batch_placement(self.config, batch_id, self.log)
         if first is not None and first.by is None and first.parts is not None:
             # Recorded before placements were: eos then placed as the config says (the count aside).
-            first = _parts.Placement(first.parts, asked.by)
+            first = _parts.RowPlacement(first.parts, asked.by)
         if first is None or first == asked:
             return asked
         where = f"batch {batch_id} was first run placed {first.describe()}"
@@ -412,7 +412,7 @@ def write(
     return summaries[-1]
 
 
-def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _run_partition(job: TaskSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """D4's `mapInArrow` function, on the executors: `eos._core._task.run_partition` told the Spark partition
     its task read."""
     from pyspark import TaskContext
@@ -422,7 +422,7 @@ def _run_partition(job: Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     return run_partition(job, batches, task_partition, executor_of_task(context))
 
 
-def _run_parts(job: _parts.PartJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _run_parts(job: _parts.PartSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """P2's `mapInArrow` function: `eos._core._parts.run_parts` told the Spark partition of its task."""
     from pyspark import TaskContext
 

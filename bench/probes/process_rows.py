@@ -20,7 +20,7 @@ import eos
 from bench.state_step_cost import rows
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import run_partition
 from examples.pipeline import count_per_key
 
@@ -51,7 +51,7 @@ def main() -> None:
         )
         for batch_id in range(args.batches):
             t, c = time.perf_counter(), time.process_time()
-            job = Job(config, batch_id, Layout(), functions)
+            job = TaskSpec(config, batch_id, Layout(), functions)
             list(run_partition(job, iter(rows(source, batch_id * ROWS, ROWS, 2_500))))
             wall.append(1000 * (time.perf_counter() - t))
             cpu.append(1000 * (time.process_time() - c))

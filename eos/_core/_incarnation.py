@@ -8,7 +8,7 @@ from typing import Any
 
 from eos._core import _input, _proof
 from eos._core._fence import Fence
-from eos._core._job import Job
+from eos._core._spec import TaskSpec
 from eos._core._stats import PartitionStats
 from eos._core._transaction import Transaction
 from eos._kafka import _offsets, _producer, _witness
@@ -24,7 +24,7 @@ class Incarnation:
     """The producer, committed offset and state a partition task writes with (Kafka Streams' task
     initialization); `start` again replaces them all."""
 
-    def __init__(self, job: Job, scope: PartitionScope, stats: PartitionStats) -> None:
+    def __init__(self, job: TaskSpec, scope: PartitionScope, stats: PartitionStats) -> None:
         self.job = job
         self.scope = scope
         self.config = job.config

@@ -28,7 +28,7 @@ from eos import _crash, _names
 from eos._core import _proof, _worker
 from eos._core._arrow import Layout
 from eos._core._fence import Fence
-from eos._core._job import Functions
+from eos._core._spec import Functions
 from eos._core._stats import STATS_SCHEMA, PartitionStats
 from eos._core._transaction import Transaction
 from eos._core._writer import Writer
@@ -94,7 +94,7 @@ def _splitmix64(h: np.ndarray) -> np.ndarray:
 
 
 @attrs.frozen
-class Placement:
+class RowPlacement:
     """How P1 placed a batch's rows: in `parts` parts (None: Spark's own partitions, `format("eos")`),
     by `by`: "content" (a hash of each row), "key" (the `key` column; rows without one by content) or
     "columns:<a>,<b>" (`part_columns`). A re-run of a batch must place its rows as its first run did."""
@@ -103,12 +103,12 @@ class Placement:
     by: str | None
 
     @classmethod
-    def of(cls, config: Config, key: str | None) -> Placement:
+    def of(cls, config: Config, key: str | None) -> RowPlacement:
         """The placement `config` asks for, for a batch with (`key`) or without a key column."""
         return cls.chosen(config.parts, (config.part_columns or "").split(","), key)
 
     @classmethod
-    def chosen(cls, parts: int, columns: Iterable[str], key: str | None) -> Placement:
+    def chosen(cls, parts: int, columns: Iterable[str], key: str | None) -> RowPlacement:
         """`parts` parts by `columns` where any are named, else by the key column, else by content."""
         named = [c.strip() for c in columns if c.strip()]
         if named:
@@ -133,7 +133,7 @@ class Progress:
     its rows. The offset itself is batch_id + 1 (Kafka's "next to process")."""
 
     batch_id: int
-    placement: Placement
+    placement: RowPlacement
     digest: Digest
     #: the committing transaction's witnesses (`eos._kafka._witness`), and the whole metadata they came in
     witnesses: dict[tuple[str, int], int] = attrs.field(factory=dict, eq=False)
@@ -162,7 +162,7 @@ class Progress:
         digest = fields.get("digest", "")
         return cls(
             batch_id=int(fields["batch"]),
-            placement=Placement(
+            placement=RowPlacement(
                 int(fields["parts"]) if fields.get("parts") else None,
                 unquote(fields["by"]) if "by" in fields else None,
             ),
@@ -172,7 +172,7 @@ class Progress:
         )
 
 
-def batch_placement(config: Config, batch_id: int, log=None) -> Placement | None:
+def batch_placement(config: Config, batch_id: int, log=None) -> RowPlacement | None:
     """P0, on the driver before any part of batch `batch_id` writes: the placement its first run
     committed parts with (None: no part of it is committed). Reads every partition of the progress topic
     (a first run may have used more parts than this one), the last committed offsets (an open
@@ -210,7 +210,7 @@ def read_progress(
 
 
 @attrs.frozen
-class PartJob:
+class PartSpec:
     """What every part's task of one batch needs; built by the sink (or the data source)."""
 
     config: Config
@@ -220,17 +220,17 @@ class PartJob:
     parts: int | None
     functions: Functions = attrs.field(factory=Functions)
     #: how P1 placed the rows (None: not recorded, `format("eos")`)
-    placement: Placement | None = None
+    placement: RowPlacement | None = None
 
     @property
-    def recorded(self) -> Placement:
-        return self.placement if self.placement is not None else Placement(self.parts, None)
+    def recorded(self) -> RowPlacement:
+        return self.placement if self.placement is not None else RowPlacement(self.parts, None)
 
 
 class PartTask:
     """One part of one batch: A1-A6 of docs/protocol.md."""
 
-    def __init__(self, job: PartJob, part: int) -> None:
+    def __init__(self, job: PartSpec, part: int) -> None:
         self.job = job
         self.config = config = job.config
         self.part = part
@@ -477,7 +477,7 @@ def _with_rows(batch: pa.RecordBatch, first: int) -> pa.RecordBatch:
     return batch.append_column(ROW_COLUMN, rows)
 
 
-def same_placement(first: Placement, this: Placement) -> bool:
+def same_placement(first: RowPlacement, this: RowPlacement) -> bool:
     """Whether `this` run places rows as `first` did (a placement recorded before `by` was: by parts)."""
     return first.parts == this.parts and (first.by is None or this.by is None or first.by == this.by)
 
@@ -492,7 +492,7 @@ def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
 
 
 def run_parts(
-    job: PartJob, batches: Iterator[pa.RecordBatch], spark_partition: int = 0
+    job: PartSpec, batches: Iterator[pa.RecordBatch], spark_partition: int = 0
 ) -> Iterator[pa.RecordBatch]:
     """P2, on the executors: one PartTask for the part Spark partition `spark_partition` holds."""
     batches = iter(batches)

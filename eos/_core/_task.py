@@ -21,8 +21,8 @@ import pyarrow as pa
 from eos import _crash
 from eos._core import _arrow, _input, _worker
 from eos._core._incarnation import DISPLACED, Incarnation
-from eos._core._job import Job
 from eos._core._redo import RedoBuffer
+from eos._core._spec import TaskSpec
 from eos._core._stats import STATS_SCHEMA, PartitionStats
 from eos._core._transaction import Transaction
 from eos._core._writer import Writer
@@ -47,7 +47,7 @@ IN_DOUBT = "going on with a fresh producer, whose init_transactions commits or a
 class PartitionTask:
     """The protocol for one input topic-partition of one micro-batch (docs/protocol.md, steps 1-8)."""
 
-    def __init__(self, job: Job, topic: str, partition: int) -> None:
+    def __init__(self, job: TaskSpec, topic: str, partition: int) -> None:
         self.job = job
         self.scope = scope = PartitionScope.of(job.config, topic, partition, job.batch_id, job.query)
         self.config = job.config
@@ -362,7 +362,7 @@ class PartitionTask:
 
 
 def run_partition(
-    job: Job,
+    job: TaskSpec,
     batches: Iterator[pa.RecordBatch],
     task_partition: int = -1,
     executor: tuple[str | None, bool] = (None, False),

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from eos import _crash
-from eos._core._job import Commit
+from eos._core._spec import Commit
 from eos._core._stats import PartitionStats
 from eos._kafka import _offsets, _pool
 from eos._kafka._producer import OutputProducer

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from eos._core import _arrow, _rows
 from eos._core._deadletter import DeadLetters
-from eos._core._job import Job
+from eos._core._spec import TaskSpec
 from eos._core._transaction import Transaction
 from eos._registry import _decoders, _serializers
 from eos._scope import PartitionScope
@@ -35,7 +35,7 @@ class Target(Protocol):
 class Writer:
     """The outputs of one input partition's (or part's) rows, produced through its target's producer."""
 
-    def __init__(self, job: Job, scope: PartitionScope, incarnation: Target) -> None:
+    def __init__(self, job: TaskSpec, scope: PartitionScope, incarnation: Target) -> None:
         self.job = job
         self.config = job.config
         self.layout = job.layout

@@ -124,7 +124,7 @@ class Affinity:
                 self.last[tp] = executor
                 self.arrived[tp] = self._batches
 
-    def plan(self, session: Any, partitions: Sequence[TopicPartition], log: Any) -> Placement | None:
+    def plan(self, session: Any, partitions: Sequence[TopicPartition], log: Any) -> AffinityPlan | None:
         """Where the tasks of a batch whose Spark partition i reads input partition `partitions[i]` run;
         None where eos cannot place them (Spark's placement stands). Placement only saves restores: a
         session where the classes cannot be loaded or driven keeps Spark's placement, said once."""
@@ -143,15 +143,15 @@ class Affinity:
             # that reads a few partitions would otherwise move some to even out its own tasks).
             chosen = assign({*partitions, *self.last}, self.last, alive, self.arrived)
             groups = task_groups([chosen[tp] for tp in partitions], alive)
-            return Placement(jvm, groups, len(partitions))
+            return AffinityPlan(jvm, groups, len(partitions))
         except Exception as exc:  # noqa: BLE001 - any failure of the JVM side leaves Spark's placement
             self._turn_off(log, f"placing the tasks failed: {_reason(exc)}")
             return None
 
-    def apply(self, placement: Placement, df: Any, log: Any) -> Any:
-        """`df` in `placement`'s tasks; `df` itself (Spark's placement) where the JVM side fails."""
+    def apply(self, plan: AffinityPlan, df: Any, log: Any) -> Any:
+        """`df` in `plan`'s tasks; `df` itself (Spark's placement) where the JVM side fails."""
         try:
-            return placement.apply(df)
+            return plan.apply(df)
         except Exception as exc:  # noqa: BLE001 - as in plan
             self._turn_off(log, f"placing the tasks failed: {_reason(exc)}")
             return df
@@ -161,7 +161,7 @@ class Affinity:
         log.warning("task affinity off", detail=f"{why}: Spark's placement of the tasks stands")
 
 
-class Placement:
+class AffinityPlan:
     """A batch's tasks: the Spark partitions of each and the executor it prefers."""
 
     def __init__(self, jvm: _Jvm, groups: list[tuple[str, list[int]]], partitions: int) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
-from eos._core._job import Functions, OnCommit, Process, ProcessBatch
+from eos._core._spec import Functions, OnCommit, Process, ProcessBatch
 from eos._kafka import _topics
 from eos._registry import _decoders, _serializers
 from eos._spark import _partitioning

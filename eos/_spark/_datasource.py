@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 from eos._core import _parts
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, Provenance
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._stats import totals
 from eos._core._task import run_partition
 from eos._kafka import _cluster, _java, _topics
@@ -51,7 +51,7 @@ from eos._spark._batch import (
     job_app_id,
     missing_input_column,
 )
-from eos._spark._placement import placement_of
+from eos._spark._rows_to_parts import placement_of
 from eos.config import Config, dotted_field
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError, NondeterministicBatchError
 
@@ -258,7 +258,7 @@ def source_class(name: str, functions: Functions) -> type[EosDataSource]:
     return type(f"EosDataSource_{name}", (EosDataSource,), {"short_name": name, "functions": functions})
 
 
-def _placed(schema, options: Mapping[str, str], config: Config) -> _parts.Placement:
+def _placed(schema, options: Mapping[str, str], config: Config) -> _parts.RowPlacement:
     """How `eos.place` placed the batch's rows; refused where it did not (input_mode "any")."""
     placement = placement_of(schema)
     if placement is None:
@@ -285,7 +285,7 @@ class _Writer(*_WRITER_BASES):
         settings: Settings,
         layout: Layout,
         functions: Functions,
-        placement: _parts.Placement | None = None,
+        placement: _parts.RowPlacement | None = None,
         batch_id: int | None = None,
     ) -> None:
         self.settings = settings
@@ -305,7 +305,7 @@ class _Writer(*_WRITER_BASES):
         if self.placement is not None:
             # eos.place made Spark's partition p part p (docs/design.md); P0 as the sink does it, per task.
             self._check_placement(batch_id, context.partitionId())
-            part_job = _parts.PartJob(
+            part_job = _parts.PartSpec(
                 config=self.settings.config,
                 batch_id=batch_id,
                 layout=self.layout,
@@ -321,7 +321,7 @@ class _Writer(*_WRITER_BASES):
             return EosCommit(
                 context.partitionId(), context.attemptNumber(), stats, context.getLocalProperty(_QUERY_ID)
             )
-        job = Job(
+        job = TaskSpec(
             config=self.settings.config,
             batch_id=batch_id,
             layout=self.layout,

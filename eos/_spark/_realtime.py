@@ -31,7 +31,7 @@ import attrs
 import pyarrow as pa
 
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
-from eos._core._job import Job, OnCommit, Process
+from eos._core._spec import OnCommit, Process, TaskSpec
 from eos._core._task import PartitionTask
 from eos._spark._batch import batch_layout, functions, input_column, missing_input_column
 from eos.config import Config
@@ -164,7 +164,7 @@ class ForeachWriter:
         if input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
         context = TaskContext.get()
-        job = Job(
+        job = TaskSpec(
             config=self.config,
             batch_id=self.epoch,
             layout=layout,

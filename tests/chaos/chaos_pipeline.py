@@ -29,7 +29,7 @@ import attrs
 from pyspark import cloudpickle
 
 import eos
-from eos._core._job import Functions
+from eos._core._spec import Functions
 from eos._spark._datasource import source_class
 from examples import pipeline
 

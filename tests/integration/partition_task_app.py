@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 import eos
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import run_partition
 
 SCHEMA = pa.schema(
@@ -95,7 +95,7 @@ def main() -> None:
         counts.put(row.key, n)
         return eos.Output(row.value + b"#%d" % n, row.key)
 
-    job = Job(config, 0, Layout(), Functions(process=process, stores={"counts": eos.StoreSpec()}))
+    job = TaskSpec(config, 0, Layout(), Functions(process=process, stores={"counts": eos.StoreSpec()}))
     for stats in run_partition(job, batches(rows(bootstrap, source, int(partition)))):
         print(json.dumps(stats.to_pylist()[0]))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from eos._spark._affinity import Affinity, Placement, _Jvm
+from eos._spark._affinity import Affinity, AffinityPlan, _Jvm
 
 
 def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
@@ -39,7 +39,7 @@ def test_tasks_run_the_groups_asked_for_and_know_where_they_were_placed(spark):
         )
 
     rows = (
-        Placement(jvm, groups, 6)
+        AffinityPlan(jvm, groups, 6)
         .apply(df)
         .mapInArrow(report, "task bigint, read_in array<bigint>, executor string, placed boolean")
     )
@@ -57,7 +57,7 @@ def test_groups_that_leave_a_partition_out_are_refused_and_spark_places_the_batc
     here = jvm.sc._jvm.org.apache.spark.SparkEnv.get().blockManager().blockManagerId()
     local = f"executor_{here.host()}_{here.executorId()}"
     df = spark.range(0, 60, 1, 6).selectExpr("id", "spark_partition_id() AS read_in")
-    partial = Placement(jvm, [(local, [0, 1, 2]), (local, [4, 5])], 6)  # partition 3 in no group
+    partial = AffinityPlan(jvm, [(local, [0, 1, 2]), (local, [4, 5])], 6)  # partition 3 in no group
     with pytest.raises(Exception, match="5 of 6 partitions placed"):
         partial.apply(df)
     said = []

@@ -236,7 +236,7 @@ def test_a_batch_re_run_with_more_parts_keeps_its_first_placement(spark, bootstr
     assert sink.history[0].partitions == 4 and sink.history[0].skipped > 0
     progress = _parts.read_progress(eight, range(8))
     assert {p for p, v in progress.items() if v is not None} == {0, 1, 2, 3}
-    assert {progress[p].placement for p in range(4)} == {_parts.Placement(4, "key")}
+    assert {progress[p].placement for p in range(4)} == {_parts.RowPlacement(4, "key")}
     result = check_running_counts(read_output(bootstrap, output), key_counts(sent))
     assert result.exact and result.received == len(key_counts(sent)), result
 

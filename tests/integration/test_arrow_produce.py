@@ -179,7 +179,7 @@ def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstra
     from confluent_kafka import Consumer, TopicPartition
 
     from eos._core._arrow import Layout
-    from eos._core._job import Job
+    from eos._core._spec import TaskSpec
     from eos._core._task import PartitionTask
 
     source, output, dead_letters = names("in"), names("out"), names("dlq")
@@ -204,7 +204,7 @@ def test_a_record_refused_at_once_becomes_a_dead_letter_beside_the_rest(bootstra
         on_error="dead_letter",
         dead_letter_topic=dead_letters,
     )
-    stats = PartitionTask(Job(config, 3, Layout(value="value")), source, 0).run([rows])
+    stats = PartitionTask(TaskSpec(config, 3, Layout(value="value")), source, 0).run([rows])
     assert (stats.dead_letters, stats.records_out, stats.transactions) == (1, n - 1, 1)
     assert bool(calls) is arrow
     assert [v for _, v in _by_partition(bootstrap, output)[0]] == values[:bad] + values[bad + 1 :]

@@ -109,7 +109,7 @@ def test_dlq_show_groups_dead_letters_and_replay_copies_them_once(bootstrap, nam
 
     import eos
     from eos._core._arrow import Layout
-    from eos._core._job import Functions, Job
+    from eos._core._spec import Functions, TaskSpec
     from eos._core._task import PartitionTask
 
     source, output, dead_letters, retry = names("in"), names("out"), names("dlq"), names("retry")
@@ -141,7 +141,7 @@ def test_dlq_show_groups_dead_letters_and_replay_copies_them_once(bootstrap, nam
         on_error="dead_letter",
         dead_letter_topic=dead_letters,
     )
-    stats = PartitionTask(Job(config, 0, Layout(), Functions(process)), source, 0).run([rows])
+    stats = PartitionTask(TaskSpec(config, 0, Layout(), Functions(process)), source, 0).run([rows])
     assert stats.dead_letters == 12  # 10 with key k3, offsets 7 and 21
     aborted = Producer({"bootstrap.servers": bootstrap, "transactional.id": names("tid")})
     aborted.init_transactions(30)

@@ -16,7 +16,7 @@ from partition_task_app import SCHEMA
 import eos
 from eos import testing
 from eos._core._arrow import Layout
-from eos._core._job import Job
+from eos._core._spec import TaskSpec
 from eos._core._task import PartitionTask
 from eos._kafka import _offsets
 from tests.support.summaries import read_ledger
@@ -269,7 +269,7 @@ def _one_partition(bootstrap, names):
 
 def _task(config, source, batch, runs, check=True):
     """A task of `format("eos")` (3a on unless `check` is off) over `runs` of input partition 0."""
-    job = Job(config, batch, Layout(value="value", key="key"), check_input=check, query="q1")
+    job = TaskSpec(config, batch, Layout(value="value", key="key"), check_input=check, query="q1")
     return PartitionTask(job, source, 0).run(runs)
 
 

@@ -22,7 +22,7 @@ from conftest import finish, group_offsets, run_query, start_pipeline
 import eos
 from eos import cli, testing
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import run_partition
 from eos._kafka import _offsets
 from examples.pipeline import count_per_key
@@ -303,7 +303,7 @@ def test_a_process_slower_than_the_transaction_timeout_is_told_apart_from_a_zomb
     )
     started = time.monotonic()
     with pytest.raises(eos.TransactionTimeoutError) as info:
-        list(run_partition(Job(config, 0, Layout(), Functions(process=slow)), iter([batch])))
+        list(run_partition(TaskSpec(config, 0, Layout(), Functions(process=slow)), iter([batch])))
     message = str(info.value)
     assert f"{source}/0" in message and "transaction_timeout_ms (2000)" in message
     assert "process faster" in message

@@ -16,7 +16,7 @@ import sys
 
 import eos
 from eos._core._arrow import Layout
-from eos._core._job import Job
+from eos._core._spec import TaskSpec
 from eos._core._task import run_partition
 from tests.integration.partition_task_app import batches, rows
 
@@ -35,7 +35,7 @@ def main() -> None:
         wanted = (r for r in rows(bootstrap, source, 0) if task["from"] <= r["offset"] < task["to"])
         try:
             for stats in run_partition(
-                Job(config, task["batch"], Layout(value="value", key="key")), batches(wanted)
+                TaskSpec(config, task["batch"], Layout(value="value", key="key")), batches(wanted)
             ):
                 print(json.dumps(stats.to_pylist()[0]), flush=True)
         except eos.EosError as exc:

@@ -10,7 +10,7 @@ import pytest
 
 import eos
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import PartitionTask
 from tests.support.configs import config
 from tests.support.producers import FakeKafka, FakeOutputProducer, FakeRecords
@@ -87,7 +87,7 @@ def run(kafka: FakeKafka, at_flush: bool, runs: list[pa.RecordBatch], **settings
         ]
         return pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
 
-    job = Job(cfg, 7, Layout(value="value"), Functions(None, process_batch=outputs))
+    job = TaskSpec(cfg, 7, Layout(value="value"), Functions(None, process_batch=outputs))
     return PartitionTask(job, IN, 0).run(runs), calls
 
 

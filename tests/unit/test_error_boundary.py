@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 import eos
 from eos._core import _worker
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._task import PartitionTask
 from eos._kafka import _clients, _producer
 from tests.support.messages import Message
@@ -184,7 +184,7 @@ def run_task(monkeypatch, tmp_path, inject: Injector, guarantee: str, stateful: 
         transaction_timeout_ms=1_000,
         max_redo=1,
     )
-    job = Job(
+    job = TaskSpec(
         config,
         3,
         Layout(value="value", key="key"),

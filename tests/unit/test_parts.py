@@ -10,7 +10,7 @@ import pytest
 
 import eos
 from eos import _names
-from eos._core._parts import Digest, Placement, Progress
+from eos._core._parts import Digest, Progress, RowPlacement
 from eos._kafka import _offsets
 from eos._spark._batch import batch_layout
 from eos.errors import BatchSchemaError, ConfigError
@@ -44,22 +44,22 @@ def test_digest_sums_wrap_at_64_bits():
 
 def test_progress_round_trips_through_the_offset_metadata_and_fits_the_broker_limit():
     cfg = config()
-    progress = Progress(batch_id=41, placement=Placement(8, "key"), digest=digest([1, 2, 3]))
+    progress = Progress(batch_id=41, placement=RowPlacement(8, "key"), digest=digest([1, 2, 3]))
     metadata = progress.metadata(cfg, part=5)
     assert metadata.startswith(_offsets.stamp(cfg) + ";mode=any;batch=41;part=5;parts=8;by=key;rows=3")
     assert _offsets.is_own(cfg, metadata)  # stamped as this app's: check_stamps accepts it
     assert Progress.of(_offsets.Committed(42, metadata)) == progress
     assert len(metadata.encode()) < 4096  # offset.metadata.max.bytes' default
-    unknown = Progress(batch_id=0, placement=Placement(None, None), digest=Digest())  # format("eos")
+    unknown = Progress(batch_id=0, placement=RowPlacement(None, None), digest=Digest())  # format("eos")
     assert Progress.of(_offsets.Committed(1, unknown.metadata(cfg, part=0))) == unknown
     # part_columns with characters the stamp uses itself survive the round trip
-    odd = Progress(batch_id=1, placement=Placement(4, "columns:a;b=c,d e"), digest=Digest())
+    odd = Progress(batch_id=1, placement=RowPlacement(4, "columns:a;b=c,d e"), digest=Digest())
     assert Progress.of(_offsets.Committed(2, odd.metadata(cfg, part=0))).placement.columns == ["a;b=c", "d e"]
 
 
 def test_a_progress_record_from_before_placements_were_recorded_compares_by_parts_only():
     old = _offsets.stamp(config()) + ";mode=any;batch=3;part=0;parts=4;rows=0;digest=" + "0" * 32
-    assert Progress.of(_offsets.Committed(4, old)).placement == Placement(4, None)
+    assert Progress.of(_offsets.Committed(4, old)).placement == RowPlacement(4, None)
 
 
 def test_an_input_offset_stamp_is_no_part_progress():

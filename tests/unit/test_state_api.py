@@ -384,7 +384,7 @@ def test_state_unknown_store_raises_key_error_naming_declared_stores(backend):
 
 @pytest.mark.parametrize("name", ["", "two words", "a/b", "x" * 101, 7])
 def test_a_store_name_that_cannot_name_a_topic_and_a_file_is_refused(name):
-    from eos._core._job import Functions
+    from eos._core._spec import Functions
 
     with pytest.raises(eos.ConfigError, match="store name"):
         Functions.of(lambda row, state: None, None, {name: "json"})

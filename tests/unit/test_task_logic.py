@@ -13,7 +13,7 @@ import pytest
 import eos
 from eos._core import _input
 from eos._core._arrow import Layout
-from eos._core._job import Functions, Job
+from eos._core._spec import Functions, TaskSpec
 from eos._core._stats import STATS_SCHEMA
 from eos._core._task import PartitionTask, run_partition
 from eos._kafka import _offsets
@@ -61,9 +61,9 @@ def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def task(cfg: eos.Config, process: Callable | None = None, partition: int = 0, **kw) -> PartitionTask:
-    """A task of batch 7; `kw`: Functions' (process_batch, stores, on_commit) and Job's own."""
+    """A task of batch 7; `kw`: Functions' (process_batch, stores, on_commit) and TaskSpec's own."""
     functions = {k: kw.pop(k) for k in ("process_batch", "stores", "on_commit") if k in kw}
-    return PartitionTask(Job(cfg, 7, LAYOUT, Functions(process, **functions), **kw), IN, partition)
+    return PartitionTask(TaskSpec(cfg, 7, LAYOUT, Functions(process, **functions), **kw), IN, partition)
 
 
 def run(cfg: eos.Config, offsets, process: Callable | None = None, partition: int = 0):
@@ -186,7 +186,7 @@ def test_process_outputs_default_to_the_output_topic_column(kafka):
     cfg = config(output_topic=None, output_topic_column="dest")
     layout, columns = batch_layout(cfg, Batch().dtypes, True)
     assert columns == batch.schema.names
-    PartitionTask(Job(cfg, 7, layout, Functions(process)), IN, 0).run([batch])
+    PartitionTask(TaskSpec(cfg, 7, layout, Functions(process)), IN, 0).run([batch])
     assert kafka.outputs == [(f"dest-{o % 2}", f"p{o}", o) for o in range(4)]
 
 
@@ -444,7 +444,7 @@ def test_kept_producer_checks_only_when_it_writes(kafka, monkeypatch):
 
     monkeypatch.setattr(_input, "require_contiguous", gap)  # 3a: the task's own check fails it
     with pytest.raises(eos.InputOrderError):
-        PartitionTask(Job(cfg, 7, LAYOUT, check_input=True, query="q"), IN, 0).run([rows(range(5, 7))])
+        PartitionTask(TaskSpec(cfg, 7, LAYOUT, check_input=True, query="q"), IN, 0).run([rows(range(5, 7))])
     assert kept.calls == [] and kafka.discarded == [kept]
 
 
@@ -476,7 +476,7 @@ def test_run_partition_runs_one_task_per_contiguous_topic_partition(kafka):
         concat([rows(range(3), partition=0, topic="a"), rows(range(2), partition=1, topic="a")]),
         concat([rows([2], partition=1, topic="a"), rows([5], topic="b")]),
     ]
-    out = list(run_partition(Job(cfg, 7, LAYOUT), iter(batches)))
+    out = list(run_partition(TaskSpec(cfg, 7, LAYOUT), iter(batches)))
     assert all(b.schema == STATS_SCHEMA and b.num_rows == 1 for b in out)
     stats = [b.to_pylist()[0] for b in out]
     assert [(s["topic"], s["partition"]) for s in stats] == [("a", 0), ("a", 1), ("b", 0)]
@@ -676,7 +676,7 @@ def test_process_stops_mid_batch_when_the_transaction_is_due(kafka):
 def test_rows_out_of_order_fail_the_partition_before_anything_of_that_run_commits(kafka):
     batch = concat([rows(range(3)), rows([7, 5])])
     with pytest.raises(eos.InputOrderError, match="strictly increasing"):
-        list(run_partition(Job(config(commit_every=2), 7, LAYOUT), iter([batch])))
+        list(run_partition(TaskSpec(config(commit_every=2), 7, LAYOUT), iter([batch])))
     assert kafka.outputs == [] and kafka.offsets == {}
 
 

@@ -32,9 +32,9 @@ def test_too_many_witnesses_are_cut_to_the_budget_and_counted():
 
 
 def test_a_parts_stamp_with_long_part_columns_and_many_witnesses_stays_under_the_limit():
-    from eos._core._parts import Digest, Placement, Progress
+    from eos._core._parts import Digest, Progress, RowPlacement
 
-    placement = Placement(64, "columns:" + ",".join(f"a_rather_long_column_name_{i}" for i in range(40)))
+    placement = RowPlacement(64, "columns:" + ",".join(f"a_rather_long_column_name_{i}" for i in range(40)))
     witnesses = {(f"output-topic-{t}", p): 10**12 + p for t in range(5) for p in range(100)}
     metadata = Progress(3, placement, Digest(7, 1, 2)).metadata(config(), 5, witnesses)
     assert len(metadata.encode()) < 4096

@@ -1,4 +1,4 @@
-"""What a task is shipped: `Job` (one micro-batch's config and layout) with its `Functions` (the user's
+"""What a task is shipped: `TaskSpec` (one micro-batch's config and layout) with its `Functions` (the user's
 functions and stores, checked once for every entry point), and `Commit`, what `on_commit` receives."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _STORE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 @attrs.frozen
 class Functions:
     """A sink's functions and the stores they use, as every entry point takes them (`eos.sink`,
-    `eos.register`, `eos.foreach_writer`): checked once (`of`), then carried by each Job."""
+    `eos.register`, `eos.foreach_writer`): checked once (`of`), then carried by each TaskSpec."""
 
     process: Process | None = None
     process_batch: ProcessBatch | None = None
@@ -91,7 +91,7 @@ class Functions:
 
 
 @attrs.frozen
-class Job:
+class TaskSpec:
     """Everything a task needs to write one micro-batch; built by the sink, shipped to the executors."""
 
     config: Config

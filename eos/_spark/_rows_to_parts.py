@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eos._core._parts import HASH_COLUMN, PART_COLUMN, Placement
+from eos._core._parts import HASH_COLUMN, PART_COLUMN, RowPlacement
 from eos.errors import ConfigError
 
 #: The metadata of the `eos_part` column `eos.place` adds: how its rows were placed (`format("eos")`
@@ -27,7 +27,7 @@ def place(df, parts: int, part_columns: list[str] | None = None):
             "parts", f"the DataFrame already has {', '.join(own)}: it was placed already (place it once)"
         )
     key = "key" if "key" in columns else None
-    placement = Placement.chosen(parts, part_columns or [], key)
+    placement = RowPlacement.chosen(parts, part_columns or [], key)
     unknown = [c for c in placement.columns if c not in columns]
     if unknown:
         raise ConfigError(
@@ -37,16 +37,16 @@ def place(df, parts: int, part_columns: list[str] | None = None):
     return place_batch(df, columns, key, placement)
 
 
-def placement_of(schema) -> Placement | None:
+def placement_of(schema) -> RowPlacement | None:
     """How `eos.place` placed a batch with `schema` (None: it did not)."""
     field = next((f for f in schema.fields if f.name == PART_COLUMN), None)
     metadata = field.metadata if field is not None else {}
     if PARTS_KEY not in metadata:
         return None
-    return Placement(int(metadata[PARTS_KEY]), str(metadata.get(BY_KEY) or "content"))
+    return RowPlacement(int(metadata[PARTS_KEY]), str(metadata.get(BY_KEY) or "content"))
 
 
-def place_batch(df, columns: list[str], key: str | None, placement: Placement):
+def place_batch(df, columns: list[str], key: str | None, placement: RowPlacement):
     """P1: `columns` of `df`, each row with its content hash and its part, in `placement.parts` Spark
     partitions, partition i holding exactly the rows of part i. `repartition(n, cols)` is a hash
     partitioning, `pmod(murmur3(cols), n)`: a function of the rows alone (not of Spark's upstream
