@@ -285,15 +285,9 @@ class PartitionState:
                 f"it holds the state of input up to offset {snapshot.input_offset}, past the committed"
                 f" {committed}: that input is processed again"
             )
-        age_s = time.time() - snapshot.taken_at
-        retention_ms = self._retention_ms[name]
-        if high - snapshot.offset > 1 and age_s * 1000 >= retention_ms / 2:
-            return (
-                f"it is {age_s:.0f}s old, and the changelog keeps a tombstone {retention_ms / 1000:g}s"
-                " (delete.retention.ms) after compaction reaches it: keys deleted since may have no"
-                " tombstone left to roll forward over"
-            )
-        return None
+        return _tombstones_gone(
+            "it was taken", snapshot.taken_at, snapshot.offset, high, self._retention_ms[name]
+        )
 
     def snapshot_if_due(self, input_offset: int | None, force: bool = False) -> None:
         """After the task's last commit: snapshot each store whose last snapshot is older than
@@ -409,14 +403,22 @@ def _distrust(
             f"a restore that skipped input from offset {checkpoint.skip_from} was cut short, and this"
             f" one skips from {skip_from}"
         )
-    # More than a commit marker (this store's own last transaction's) to roll forward over, and older
-    # than half delete.retention.ms: a tombstone among those records may have been compacted away.
-    age_s = time.time() - (checkpoint.written_at or 0)
+    return _tombstones_gone(
+        "it last read its changelog", checkpoint.written_at or 0, start, high, retention_ms
+    )
+
+
+def _tombstones_gone(what: str, since: float, start: int, high: int, retention_ms: int) -> str | None:
+    """Why rolling a store (or a snapshot) read at time `since` forward from changelog offset `start` to
+    `high` may miss deletes, or None: more than a commit marker (the store's own last transaction's) to
+    roll over, and older than half delete.retention.ms, so a tombstone among those records may have
+    been compacted away. The one place of the rule, for a checkpoint (4a) and a snapshot."""
+    age_s = time.time() - since
     if high - start > 1 and age_s * 1000 >= retention_ms / 2:
         return (
-            f"it last read its changelog {age_s:.0f}s ago, and the changelog keeps a tombstone"
-            f" {retention_ms / 1000:g}s (delete.retention.ms) after compaction reaches it: keys deleted"
-            " since may have no tombstone left to roll forward over"
+            f"{what} {age_s:.0f}s ago, and the changelog keeps a tombstone {retention_ms / 1000:g}s"
+            " (delete.retention.ms) after compaction reaches it: keys deleted since may have no tombstone"
+            " left to roll forward over"
         )
     return None
 
