@@ -186,3 +186,8 @@ def rows(batch: pa.RecordBatch, struct: Struct = dict) -> list[RowView]:
     cls = row_type(tuple(batch.schema.names))
     cols = Columns(batch, struct)
     return [cls(cols, i) for i in range(batch.num_rows)]
+
+
+def forget_schemas() -> None:
+    """Forget the row types made so far (a fresh worker: `eos._core._worker.reset`)."""
+    row_type.cache_clear()

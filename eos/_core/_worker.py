@@ -1,11 +1,19 @@
 """What a Python worker keeps between tasks: every per-process cache eos has, listed here with the one
 `reset` that tests use, and the trimming of PySpark's import caches that keeps a task's set-up cheap.
 
-Caches (each lives beside the code that fills it):
-    eos._kafka._producer     kept producers, one per transactional.id (at most max_producers_per_worker)
-    eos._kafka._clients      admin and consumer clients per settings, and the admin's refused credentials
-    eos._kafka._changelog   changelogs already checked, with their partition counts
-    eos._log          whether structlog was set up
+Caches of the executors' side (each lives beside the code that fills it; `reset` clears every one):
+    eos._kafka._pool            kept producers, one per transactional.id (at most max_producers_per_worker),
+                                and the stamps this worker saw commit
+    eos._kafka._clients         admin and consumer clients per settings, and the admin's refused credentials
+    eos._kafka._changelog       changelogs already checked, with their partition counts
+    eos._kafka._topics          progress topics known to have enough partitions
+    eos._registry._serializers  registry clients, subjects resolved, serializers per settings
+    eos._registry._decoders     readers (with their writer schemas) and deserializers per settings
+    eos._core._rows             the row views' field lookups per schema (an lru_cache, 64 schemas)
+    eos._log                    whether structlog was set up
+
+The driver's own (a StreamingQueryListener's runs, the metrics endpoint and its families) live in
+`eos._spark._listener` and `eos._spark._metrics`, for the life of the driver's process.
 
 PySpark's own import caches: before every task, its worker calls `importlib.invalidate_caches()`
 (`setup_spark_files` in `pyspark/worker_util.py`). Spark's workers import pyspark from `pyspark.zip`,
@@ -26,7 +34,9 @@ import sys
 import zipimport
 
 from eos import _log
-from eos._kafka import _changelog, _clients, _pool
+from eos._core import _rows
+from eos._kafka import _changelog, _clients, _pool, _topics
+from eos._registry import _decoders, _serializers
 
 
 def reset() -> None:
@@ -34,6 +44,10 @@ def reset() -> None:
     _pool.clear()
     _clients.clear()
     _changelog.forget_ensured()
+    _topics.forget_parts_topics()
+    _serializers.clear()
+    _decoders.clear()
+    _rows.forget_schemas()
     _log.forget_setup()
 
 

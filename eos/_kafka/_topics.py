@@ -160,6 +160,11 @@ def _existing(futures, name: str, timeout: float, ignore: Collection[int]) -> No
 _known_parts: dict[tuple[str, str], int] = {}
 
 
+def forget_parts_topics() -> None:
+    """Forget which progress topics this process has seen (a fresh worker: `eos._core._worker.reset`)."""
+    _known_parts.clear()
+
+
 def ensure_parts_topic(config: Config) -> None:
     """The progress topic, with at least `parts` partitions (created, or grown). It never holds a record:
     the broker accepts transactional offset commits only for partitions that exist."""

@@ -229,6 +229,13 @@ _deserializers: dict[tuple, Deserializers] = {}
 _lock = threading.Lock()
 
 
+def clear() -> None:
+    """Forget every reader and deserializer of this process (a fresh worker: `eos._core._worker.reset`)."""
+    with _lock:
+        _readers.clear()
+        _deserializers.clear()
+
+
 def reader_of(reading: Reading) -> Any:
     """The process's reader for `reading` (its cache of writer schemas is what spares later lookups)."""
     with _lock:

@@ -447,7 +447,8 @@ _workers: dict[tuple, Serializers] = {}
 
 
 def clear() -> None:
-    """Forget every client, resolution and serializer of this process (tests: a fresh worker)."""
+    """Forget every client, resolution and serializer of this process (a fresh worker:
+    `eos._core._worker.reset`)."""
     with _lock:
         _clients.clear()
         _resolved.clear()

@@ -1,4 +1,5 @@
-"""eos._core._worker: zipimporters leave sys.path_importer_cache; imports from the zip still work."""
+"""eos._core._worker: zipimporters leave sys.path_importer_cache; imports from the zip still work; `reset`
+leaves a worker as a fresh one starts, every per-process cache of the executors' side empty."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import importlib
 import sys
 import zipfile
 
-from eos._core import _worker
+from eos import _log
+from eos._core import _rows, _worker
+from eos._kafka import _changelog, _clients, _pool, _topics
+from eos._registry import _decoders, _serializers
 
 
 def test_trim_drops_the_archive_importers_and_imports_still_work(tmp_path, monkeypatch):
@@ -31,3 +35,22 @@ def test_trim_drops_the_archive_importers_and_imports_still_work(tmp_path, monke
     assert zpkg.sub.b.Y == 2
     for name in ("zpkg.sub.b", "zpkg.sub.a", "zpkg.sub", "zpkg"):
         sys.modules.pop(name, None)
+
+
+def test_reset_empties_every_cache_the_worker_keeps():
+    _pool._proven["app:in:0"] = "stamp"
+    _clients._auth_failures[("x",)] = object()
+    _changelog._ensured["changelog"] = object()
+    _topics._known_parts[("b:9092", "app-eos-parts")] = 4
+    _serializers._resolved.add(("subject",))
+    _serializers._workers[("settings",)] = object()
+    _decoders._deserializers[("settings",)] = object()
+    _rows.row_type(("a", "b"))
+    _log._configured = True  # noqa: SLF001 - what forget_setup clears
+    _worker.reset()
+    assert _pool.cached() == 0 and not _pool._proven
+    assert not _clients._auth_failures and not _clients._admins and not _clients._consumers
+    assert not _changelog._ensured and not _topics._known_parts
+    assert not _serializers._resolved and not _serializers._workers and not _serializers._clients
+    assert not _decoders._deserializers and not _decoders._readers
+    assert _rows.row_type.cache_info().currsize == 0
