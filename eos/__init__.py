@@ -13,6 +13,7 @@ from eos._spark._decode import from_confluent_avro, from_confluent_json, from_co
 from eos._spark._realtime import ForeachWriter
 from eos._spark._rows_to_parts import place
 from eos._version import __version__ as __version__
+from eos._write import write
 from eos.config import AT_LEAST_ONCE, EXACTLY_ONCE, Config
 from eos.errors import (
     AuthenticationError,
@@ -48,7 +49,7 @@ from eos.errors import (
 )
 from eos.records import Output
 from eos.session import read_stream, register, spark_session, starting_offsets, with_input_column
-from eos.sink import Sink, sink, write
+from eos.sink import Sink, sink
 from eos.state import BytesSerde, JsonSerde, Serde, State, Store, StoreSpec, StrSerde
 
 #: `df.writeStream.foreach(eos.foreach_writer(config))`, e.g. in real-time mode (see `ForeachWriter`).

@@ -284,8 +284,8 @@ def register(
             f'format("eos") is a Python data source, which needs PySpark 4.0 or later (installed:'
             f" {pyspark.__version__}); on Spark 3.5 use foreachBatch(eos.sink(config))"
         )
-    from eos._spark._batch import functions
     from eos._spark._datasource import source_class
+    from eos._spark._preflight import functions
 
     _hide_secret_options(spark)
     spark.dataSource.register(source_class(name, functions(process, process_batch, stores, on_commit)))

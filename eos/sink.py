@@ -38,22 +38,18 @@ from eos._core._input import READ_IN_COLUMN, Provenance
 from eos._core._spec import OnCommit, Process, ProcessBatch, TaskSpec
 from eos._core._stats import STATS_DDL, BatchSummary
 from eos._core._task import run_partition
-from eos._kafka import _cluster, _topics
 from eos._log import get_logger
 from eos._spark import _metrics, _partitioning
 from eos._spark._affinity import Affinity, executor_of_task
-from eos._spark._batch import (
-    JOB_BATCH_ID,
-    batch_layout,
-    check_output_topic,
+from eos._spark._parts_writer import PartsWriter
+from eos._spark._preflight import (
+    Preflight,
     functions,
     input_provenance,
-    job_app_id,
     task_slots,
 )
-from eos._spark._rows_to_parts import place_batch
 from eos.config import Config
-from eos.errors import ConfigError, EosError, InputOrderError, NondeterministicBatchError
+from eos.errors import EosError, InputOrderError
 from eos.state import StoreSpec
 
 OnBatch = Callable[["BatchSummary"], None]
@@ -94,15 +90,9 @@ class Sink:
         self.config = config
         self.functions = functions(process, process_batch, stores, on_commit)
         self.on_batch = on_batch
-        if self.functions.stores and config.input_mode == "any":
-            raise ConfigError(
-                "stores",
-                "input_mode 'any' has no state stores: a store's changelog is kept per input partition, and"
-                " these rows have none. Spark's own state (groupBy, flatMapGroupsWithState,"
-                " transformWithState) serves such a query; eos writes its result.",
-            )
+        self.preflight = Preflight(config, self.functions)
+        self._parts = PartsWriter(config, self.functions)
         self.history_size = history_size
-        self._cluster_checked = False
         self._metrics = False  # whether this process records the sink's metrics (`metrics_port`)
         self._lags = _metrics.Lags()  # the input partitions of the query's run, for the lag figure
         #: whether batches without lineage (Spark Connect) are regrouped: from the first whose tasks found
@@ -136,29 +126,23 @@ class Sink:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.monotonic()
-        has_process = self.functions.any
-        layout, columns = batch_layout(
-            self.config, batch_df.dtypes, has_process, self.functions.process_batch is not None
-        )  # 1
-        driver = {"layout_ms": _ms_since(started)}  # BatchSummary.driver
+        layout, columns = self.preflight.columns(batch_df.dtypes)  # 1
+        driver = {"layout_ms": ms_since(started)}  # BatchSummary.driver
         mark = time.monotonic()
-        check_output_topic(self.config, self.log)  # 2
-        if self.config.exactly_once and not self._cluster_checked:
-            _cluster.check_transaction_timeout(self.config)
-            self._cluster_checked = True
+        self.preflight.topics(self.log)  # 2
         if self.config.metrics_port is not None and not self._metrics:
             _metrics.enable(
                 self.config.metrics_port
             )  # where the sink runs (the Connect server under Spark Connect)
             self._metrics = True
-        driver["topics_ms"] = _ms_since(mark)
+        driver["topics_ms"] = ms_since(mark)
         if self.config.input_mode == "any":
             self._write_parts(batch_df, batch_id, layout, columns, started, driver)
             return
         mark = time.monotonic()
         lineage = _partitioning.lineage(batch_df)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
-        driver["lineage_ms"] = _ms_since(mark)
+        driver["lineage_ms"] = ms_since(mark)
         mark = time.monotonic()
         stats = None
         if lineage is None and not self._regroup_unseen:  # Spark Connect
@@ -167,7 +151,7 @@ class Sink:
             stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
         else:
             regrouped = False
-        driver["job_ms"] = _ms_since(mark)
+        driver["job_ms"] = ms_since(mark)
         self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver))  # 5
 
     def _write_as_read(
@@ -248,77 +232,18 @@ class Sink:
         started: float,
         driver: dict[str, float],
     ) -> None:
-        """input_mode "any": P0-P3 of docs/protocol.md (`eos._core._parts`)."""
-        _topics.ensure_parts_topic(self.config)  # asks the broker once per process
-        key = layout.key or ("key" if "key" in columns else None)  # process functions see every column
-        placement = self._placement(batch_id, columns, key)  # P0
-        placed = place_batch(batch_df, columns, key, placement)  # P1
-        job = _parts.PartSpec(
-            config=self.config,
-            batch_id=batch_id,
-            layout=layout,
-            parts=placement.parts,
-            functions=self.functions,
-            placement=placement,
-        )
-        rows = placed.mapInArrow(partial(_run_parts, job), STATS_DDL).collect()  # P2
-        stats = [row.asDict() for row in rows]
-        ran = {s["partition"] for s in stats}
-        for part in range(placement.parts or 0):
-            if part not in ran:  # Spark planned no task for it (an empty DataFrame has no partitions):
-                # the check its task makes on no rows, here (rare: one progress read per such part)
-                stats.append(attrs.asdict(_parts.PartTask(job, part).run_empty()))
+        """input_mode "any": P0-P3 of docs/protocol.md (`eos._spark._parts_writer`)."""
+        stats = self._parts.write(batch_df, batch_id, layout, columns, self.log)  # P0-P2
         seconds = time.monotonic() - started
         self._record(self._summarize(batch_id, stats, seconds, regrouped=True, driver=driver))  # P3
 
     def _placement(self, batch_id: int, columns: list[str], key: str | None) -> _parts.RowPlacement:
-        """P0: the placement of batch `batch_id`'s first run where it committed parts (a re-run places
-        its rows the same way, whatever parts / part_columns say now: they apply from the next batch),
-        else this config's. One that this batch cannot have is refused before any part writes."""
-        asked = _parts.RowPlacement.of(self.config, key)
-        unknown = [c for c in asked.columns if c not in columns]
-        if unknown:
-            raise ConfigError(
-                "part_columns",
-                f"names {', '.join(map(repr, unknown))}, not a column of the batch's output"
-                f" ({', '.join(columns)}): part_columns must name columns eos writes (after process"
-                " functions' pass-through selection). Nothing of the batch was written.",
-            )
-        first = _parts.batch_placement(self.config, batch_id, self.log)
-        if first is not None and first.by is None and first.parts is not None:
-            # Recorded before placements were: eos then placed as the config says (the count aside).
-            first = _parts.RowPlacement(first.parts, asked.by)
-        if first is None or first == asked:
-            return asked
-        where = f"batch {batch_id} was first run placed {first.describe()}"
-        missing = [c for c in first.columns if c not in columns] or (
-            ["key"] if first.by == "key" and key is None else []
-        )
-        if missing:
-            raise NondeterministicBatchError(
-                f"{where}, and some of its parts are committed; this run's output lacks"
-                f" {', '.join(map(repr, missing))}, so it cannot place the rest of the batch as its first"
-                " run did. Nothing of the batch was written. Run the batch with the output it had, then"
-                " change it (it applies from the next batch).",
-                batch_id=batch_id,
-                part=-1,
-            )
-        if first.parts is not None:
-            _topics.ensure_parts_topic(attrs.evolve(self.config, parts=max(first.parts, self.config.parts)))
-        self.log.warning(
-            "re-run of a batch placed as its first run: the new placement applies from the next batch",
-            batch_id=batch_id,
-            first=first.describe(),
-            configured=asked.describe(),
-        )
-        return first
+        """P0 (`PartsWriter.placement`)."""
+        return self._parts.placement(batch_id, columns, key, self.log)
 
     def _record(self, summary: BatchSummary) -> None:
-        if self._metrics:
-            _metrics.record(self.config, summary, lags=self._lags, log=self.log)
         self.history.append(summary)  # a bounded deque: the oldest summary goes
-        shown = {k: v for k, v in summary.as_dict().items() if k not in ("steps", "driver")}
-        self.log.info("batch written", **shown)
+        announce(self.config, summary, self.log, self._lags if self._metrics else None)
         if self.on_batch is not None:
             self.on_batch(summary)
 
@@ -335,7 +260,16 @@ class Sink:
         )
 
 
-def _ms_since(mark: float) -> float:
+def announce(config: Config, summary: BatchSummary, log: Any, lags: _metrics.Lags | None) -> None:
+    """D5 (P3): a written batch's summary logged, and recorded in the metrics where this process serves
+    them (`lags`: the query's input partitions, for the lag figure)."""
+    if lags is not None:
+        _metrics.record(config, summary, lags=lags, log=log)
+    shown = {k: v for k, v in summary.as_dict().items() if k not in ("steps", "driver")}
+    log.info("batch written", **shown)
+
+
+def ms_since(mark: float) -> float:
     return round(1000 * (time.monotonic() - mark), 1)
 
 
@@ -358,60 +292,6 @@ def raised_in_task(exc: BaseException, error: type[EosError]) -> str | None:
 sink = Sink
 
 
-def write(
-    df,
-    config: Config,
-    job_id: str,
-    process: Process | None = None,
-    *,
-    process_batch: ProcessBatch | None = None,
-    on_commit: OnCommit | None = None,
-) -> BatchSummary:
-    """Write a batch (not streaming) DataFrame exactly once per `job_id`: a re-run of a failed job with
-    the same id writes only what its earlier runs did not commit, and fails with
-    NondeterministicBatchError, writing nothing more, where the DataFrame now yields other rows for a
-    part they committed. The rows are written in `config.parts` parts as `input_mode="any"` writes a
-    micro-batch (whatever `config.input_mode` says), under the app id `<app_id>.job.<job_id>`: its own
-    progress topic (`eos parts show --app <app_id> --job <job_id>`), group and transactional ids. Returns
-    the job's BatchSummary."""
-    if getattr(df, "isStreaming", False):
-        raise ConfigError(
-            "df", "is a streaming DataFrame: write it with df.writeStream.foreachBatch(eos.sink(config))"
-        )
-    if not config.exactly_once:
-        get_logger("eos.sink", app_id=config.app_id).warning(
-            "batch job at least once",
-            job_id=job_id,
-            detail="processing_guarantee is at_least_once: a re-run skips the parts committed, but a part"
-            " cut short by a crash is written again in full (duplicates); set exactly_once",
-        )
-    job_app = job_app_id(config, job_id)
-    job_config = attrs.evolve(config, app_id=job_app, input_mode="any")
-    summaries: list[BatchSummary] = []
-    writer = Sink(
-        job_config,
-        process,
-        on_commit=on_commit,
-        process_batch=process_batch,
-        on_batch=summaries.append,
-        history_size=1,
-    )
-    try:
-        writer(df, JOB_BATCH_ID)
-    except Exception as exc:
-        # A part's refusal reaches the driver as the text of a failed Spark task: raised as itself.
-        refusal = raised_in_task(exc, NondeterministicBatchError)
-        if refusal is None or isinstance(exc, NondeterministicBatchError):
-            raise
-        part = re.search(r"\bpart (\d+)\b", refusal)
-        raise NondeterministicBatchError(
-            f"job {job_id!r}: {refusal.split(': ', 1)[1]}",
-            batch_id=JOB_BATCH_ID,
-            part=int(part.group(1)) if part else -1,
-        ) from exc
-    return summaries[-1]
-
-
 def _run_partition(job: TaskSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """D4's `mapInArrow` function, on the executors: `eos._core._task.run_partition` told the Spark partition
     its task read."""
@@ -420,11 +300,3 @@ def _run_partition(job: TaskSpec, batches: Iterator[pa.RecordBatch]) -> Iterator
     context = TaskContext.get()
     task_partition = context.partitionId() if context is not None else -1
     return run_partition(job, batches, task_partition, executor_of_task(context))
-
-
-def _run_parts(job: _parts.PartSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """P2's `mapInArrow` function: `eos._core._parts.run_parts` told the Spark partition of its task."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return _parts.run_parts(job, batches, context.partitionId() if context is not None else 0)

@@ -40,13 +40,12 @@ from eos._core._input import INPUT_COLUMN, Provenance
 from eos._core._spec import Functions, TaskSpec
 from eos._core._stats import totals
 from eos._core._task import run_partition
-from eos._kafka import _cluster, _java, _topics
+from eos._kafka import _java, _topics
 from eos._log import get_logger
 from eos._spark import _ledger
-from eos._spark._batch import (
+from eos._spark._preflight import (
     JOB_BATCH_ID,
-    batch_layout,
-    check_output_topic,
+    Preflight,
     input_column,
     job_app_id,
     missing_input_column,
@@ -232,24 +231,19 @@ class EosDataSource(DataSource):
         if settings.config.input_mode == "any":
             placement = _placed(schema, options, settings.config)
             settings = attrs.evolve(settings, config=attrs.evolve(settings.config, parts=placement.parts))
+        preflight = Preflight(
+            settings.config, self.functions, "input_mode 'any'" if batch_id is None else "a batch job"
+        )
         own = (_parts.PART_COLUMN, _parts.HASH_COLUMN) if placement is not None else ()
         dtypes = [
             (field.name, field.dataType.simpleString()) for field in schema.fields if field.name not in own
         ]
-        layout, _ = batch_layout(
-            settings.config, dtypes, self.functions.any, self.functions.process_batch is not None
-        )
+        layout, _ = preflight.columns(dtypes)  # D1
         if placement is not None:
-            if self.functions.stores:
-                what = "input_mode 'any' has" if batch_id is None else "a batch job has"
-                see = "eos.sink" if batch_id is None else "eos.write"
-                raise ConfigError("stores", f"{what} no state stores (see {see})")
             _topics.ensure_parts_topic(settings.config)
         elif input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a data source sees no lineage to read it from"))
-        check_output_topic(settings.config)
-        if settings.config.exactly_once:
-            _cluster.check_transaction_timeout(settings.config)
+        preflight.topics()  # D2
         return _Writer(settings, layout, self.functions, placement, batch_id=batch_id)
 
 

@@ -33,7 +33,7 @@ import pyarrow as pa
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
 from eos._core._spec import OnCommit, Process, TaskSpec
 from eos._core._task import PartitionTask
-from eos._spark._batch import batch_layout, functions, input_column, missing_input_column
+from eos._spark._preflight import batch_layout, functions, input_column, missing_input_column
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 from eos.records import datetime_ms

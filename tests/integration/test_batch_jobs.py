@@ -19,7 +19,7 @@ import pytest
 import eos
 from eos import testing
 from eos._kafka import _offsets
-from eos._spark._batch import job_app_id
+from eos._spark._preflight import job_app_id
 from tests.integration.test_cli import cli, ok
 
 ROWS = 4_000

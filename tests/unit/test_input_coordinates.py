@@ -160,7 +160,7 @@ def _partitions(n: int) -> tuple[SourceRange, ...]:
 
 
 def test_a_batch_with_more_input_partitions_than_cores_runs_in_one_task_per_core():
-    from eos._spark._batch import task_slots
+    from eos._spark._preflight import task_slots
 
     assert task_slots(_Batch(2), Provenance(partitions=_partitions(4))) == 2
     assert task_slots(_Batch(4), Provenance(partitions=_partitions(4))) is None  # one wave already

@@ -12,7 +12,7 @@ import eos
 from eos import _names
 from eos._core._parts import Digest, Progress, RowPlacement
 from eos._kafka import _offsets
-from eos._spark._batch import batch_layout
+from eos._spark._preflight import batch_layout
 from eos.errors import BatchSchemaError, ConfigError
 from eos.sink import Sink
 from tests.support.configs import config as base_config

@@ -1,23 +1,21 @@
-"""P0's decision (eos/sink.py `_placement`): which placement a batch's run uses, given what its first
-run recorded. The progress read and the topic growth are the broker's; here they are given."""
+"""P0's decision (eos/_spark/_parts_writer.py `PartsWriter.placement`, the sink's `_placement`): which
+placement a batch's run uses, given what its first run recorded. The progress read and the topic growth
+are the broker's; here they are given."""
 
 from __future__ import annotations
-
-import importlib
 
 import pytest
 
 import eos
 from eos._core._parts import RowPlacement
+from eos._spark import _parts_writer
 from eos.errors import ConfigError, NondeterministicBatchError
 from tests.support.configs import config
 
-sink_module = importlib.import_module("eos.sink")  # the module: `eos.sink` is also the Sink class
-
 
 def _sink(monkeypatch, first, **settings):
-    monkeypatch.setattr(sink_module._parts, "batch_placement", lambda *a, **k: first)
-    monkeypatch.setattr(sink_module._topics, "ensure_parts_topic", lambda *a, **k: None)
+    monkeypatch.setattr(_parts_writer._parts, "batch_placement", lambda *a, **k: first)
+    monkeypatch.setattr(_parts_writer._topics, "ensure_parts_topic", lambda *a, **k: None)
     return eos.sink(config(input_mode="any", **settings))
 
 

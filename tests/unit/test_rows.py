@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import Row
 
 from eos._core._rows import Columns, row_type, rows, to_python
-from eos._spark._batch import functions
+from eos._spark._preflight import functions
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -1,4 +1,5 @@
-"""eos._spark._batch.batch_layout: the driver-side batch schema check, on a DataFrame stand-in (no Spark)."""
+"""eos._spark._preflight.batch_layout: the driver-side batch schema check (D1), on a DataFrame stand-in
+(no Spark)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import eos
 from eos._core._arrow import Layout
-from eos._spark._batch import batch_layout
+from eos._spark._preflight import batch_layout
 from eos.sink import Sink
 from tests.support.configs import config
 
@@ -96,7 +97,7 @@ def test_schema_error_is_raised_before_the_broker_or_spark_is_touched(monkeypatc
     def touched(*args, **kwargs):
         pytest.fail("the sink went on after a schema error")
 
-    monkeypatch.setattr(sys.modules["eos.sink"], "check_output_topic", touched)
+    monkeypatch.setattr(sys.modules["eos._spark._preflight"], "check_output_topic", touched)
     batch = df(drop=("value",))
     batch.select = batch.repartition = touched
     sink = eos.sink(config())

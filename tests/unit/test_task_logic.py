@@ -17,7 +17,7 @@ from eos._core._spec import Functions, TaskSpec
 from eos._core._stats import STATS_SCHEMA
 from eos._core._task import PartitionTask, run_partition
 from eos._kafka import _offsets
-from eos._spark._batch import batch_layout
+from eos._spark._preflight import batch_layout
 from eos.records import Output
 from eos.sink import Sink
 from tests.support.configs import config as base_config

@@ -1,7 +1,9 @@
-"""What the driver checks and decides about a micro-batch before any task runs, the same for every Spark
-entry point (`eos.sink`, `format("eos")`, `eos.foreach_writer`): the columns and their types (D1),
-the output and dead-letter topics and the Schema Registry subjects (D2), where each row's input
-coordinates are proven from (D3); and the user's functions, taken once per entry point (`functions`)."""
+"""The pre-flight: what the driver checks and decides about a batch before any task runs, the same for
+every way in (`eos.sink`, `format("eos")` stream and batch, `eos.write`; `eos.foreach_writer` runs D1
+in its tasks, which see values, not a schema): the columns and their types (D1), the output and
+dead-letter topics, the Schema Registry subjects and the broker's transaction limit (D2, `Preflight`),
+where each row's input coordinates are proven from (D3); and the user's functions, taken once per way
+in (`functions`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
 from eos._core._spec import Functions, OnCommit, Process, ProcessBatch
-from eos._kafka import _topics
+from eos._kafka import _cluster, _topics
 from eos._registry import _decoders, _serializers
 from eos._spark import _partitioning
 from eos.config import Config
@@ -38,6 +40,35 @@ def functions(
     from pyspark.sql import Row
 
     return Functions.of(process, process_batch, stores, on_commit, struct=Row)
+
+
+class Preflight:
+    """D1 and D2 for one way in, with the checks of its functions against the config: built once (a
+    sink, a data source's writer, a batch job), asked per batch."""
+
+    def __init__(self, config: Config, functions: Functions, what: str = "input_mode 'any'") -> None:
+        self.config = config
+        self.functions = functions
+        self._cluster_checked = False
+        if functions.stores and config.input_mode == "any":
+            raise ConfigError(
+                "stores",
+                f"{what} has no state stores: a store's changelog is kept per input partition, and these"
+                " rows have none. Spark's own state (groupBy, flatMapGroupsWithState, transformWithState)"
+                " serves such a query; eos writes its result.",
+            )
+
+    def columns(self, dtypes: list[tuple[str, str]]) -> tuple[Layout, list[str]]:
+        """D1 (`batch_layout`) for this way in's functions."""
+        return batch_layout(self.config, dtypes, self.functions.any, self.functions.process_batch is not None)
+
+    def topics(self, log: Any = None) -> None:
+        """D2: the output and dead-letter topics and the schemas (`check_output_topic`), and, once, that
+        transaction_timeout_ms is within the broker's transaction.max.timeout.ms."""
+        check_output_topic(self.config, log)
+        if self.config.exactly_once and not self._cluster_checked:
+            _cluster.check_transaction_timeout(self.config)
+            self._cluster_checked = True
 
 
 def batch_layout(
