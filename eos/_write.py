@@ -7,14 +7,12 @@ from __future__ import annotations
 import re
 import time
 
-import attrs
-
 from eos._core._spec import OnCommit, Process, ProcessBatch
 from eos._core._stats import BatchSummary
 from eos._log import get_logger
 from eos._spark import _metrics
 from eos._spark._parts_writer import PartsWriter
-from eos._spark._preflight import JOB_BATCH_ID, Preflight, functions, job_app_id
+from eos._spark._preflight import JOB_BATCH_ID, Preflight, functions, job_config
 from eos.config import Config
 from eos.errors import ConfigError, NondeterministicBatchError
 from eos.sink import announce, ms_since, raised_in_task
@@ -40,8 +38,8 @@ def write(
         raise ConfigError(
             "df", "is a streaming DataFrame: write it with df.writeStream.foreachBatch(eos.sink(config))"
         )
-    job_config = attrs.evolve(config, app_id=job_app_id(config, job_id), input_mode="any")
-    log = get_logger("eos.sink", app_id=job_config.app_id, guarantee=config.processing_guarantee)
+    job = job_config(config, job_id)
+    log = get_logger("eos.sink", app_id=job.app_id, guarantee=config.processing_guarantee)
     if not config.exactly_once:
         log.warning(
             "batch job at least once",
@@ -51,18 +49,18 @@ def write(
         )
     fns = functions(process, process_batch, None, on_commit)
     started = time.monotonic()
-    preflight = Preflight(job_config, fns, "a batch job")
+    preflight = Preflight(job, fns, "a batch job")
     layout, columns = preflight.columns(df.dtypes)  # D1
     driver = {"layout_ms": ms_since(started)}  # BatchSummary.driver
     mark = time.monotonic()
     preflight.topics(log)  # D2
     lags = None
-    if job_config.metrics_port is not None:
-        _metrics.enable(job_config.metrics_port)
+    if job.metrics_port is not None:
+        _metrics.enable(job.metrics_port)
         lags = _metrics.Lags()
     driver["topics_ms"] = ms_since(mark)
     try:
-        stats = PartsWriter(job_config, fns).write(df, JOB_BATCH_ID, layout, columns, log)  # P0-P2
+        stats = PartsWriter(job, fns).write(df, JOB_BATCH_ID, layout, columns, log)  # P0-P2
     except Exception as exc:
         # A part's refusal reaches the driver as the text of a failed Spark task: raised as itself.
         refusal = raised_in_task(exc, NondeterministicBatchError)
@@ -78,5 +76,5 @@ def write(
     summary = BatchSummary.of(
         JOB_BATCH_ID, config.processing_guarantee, stats, seconds, regrouped=True, driver=driver
     )
-    announce(job_config, summary, log, lags)  # P3
+    announce(job, summary, log, lags)  # P3
     return summary

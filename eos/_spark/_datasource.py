@@ -47,7 +47,7 @@ from eos._spark._preflight import (
     JOB_BATCH_ID,
     Preflight,
     input_column,
-    job_app_id,
+    job_config,
     missing_input_column,
 )
 from eos._spark._rows_to_parts import placement_of
@@ -218,8 +218,7 @@ class EosDataSource(DataSource):
             )
         options = {k: v for k, v in self.options.items() if k.lower() != JOB_ID_OPTION}
         settings = settings_of(options)
-        job = attrs.evolve(settings.config, app_id=job_app_id(settings.config, job_id), input_mode="any")
-        settings = attrs.evolve(settings, config=job, ledger=None)
+        settings = attrs.evolve(settings, config=job_config(settings.config, job_id), ledger=None)
         return _JobWriter(self._writer(settings, schema, options, batch_id=JOB_BATCH_ID))
 
     def _writer(

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from eos import _names
 from eos._core._arrow import Layout
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, READ_IN_COLUMN, Provenance
@@ -231,6 +233,12 @@ def check_output_topic(config: Config, log: Any = None) -> None:
 
 #: a batch job's one batch id (`eos.write`, `df.write.format("eos")`)
 JOB_BATCH_ID = 0
+
+
+def job_config(config: Config, job_id: Any) -> Config:
+    """The config batch job `job_id` of `config`'s app runs under (`eos.write`, `df.write.format("eos")`):
+    its own app id (`job_app_id`), its rows written in parts."""
+    return attrs.evolve(config, app_id=job_app_id(config, job_id), input_mode="any")
 
 
 def job_app_id(config: Config, job_id: Any) -> str:
