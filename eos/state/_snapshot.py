@@ -14,13 +14,14 @@ offset when it was taken, the backend, the time, and the data's size and SHA-256
 the oldest beyond `state_snapshot_keep`.
 
 Whether a snapshot may be used is decided with the store's other recovery decisions
-(`eos.state._partition`, 4a).
+(`eos.state._recovery`, 4a); here its data is taken, put in place and marked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import Any
 
 import attrs
 
+from eos import _crash, _names
 from eos._fs import filesystem, write_whole
 from eos.config import Config
+from eos.state._store import PartitionStore
 
 SUFFIX = ".snapshot"
 MANIFEST = ".json"
@@ -183,3 +186,54 @@ def manifest_of(
         size=data.stat().st_size,
         sha256=_sha256(data),
     )
+
+
+def install(location: str, snapshot: Snapshot, store: PartitionStore) -> None:
+    """Put `snapshot`'s data in place of `store`'s (downloaded beside it first), checked to reflect the
+    offset its manifest says, and mark the store as restored from it. Raises whatever went wrong; the
+    caller then wipes the store and reads the changelog instead."""
+    with tempfile.TemporaryDirectory(dir=store.directory) as work:
+        data = Path(work) / "snapshot"
+        download(location, snapshot, data)
+        _crash.point("during_restore")  # F6 where a snapshot stands in for the changelog
+        store.replace_with(data)
+    reflects = store.local_offset()
+    if reflects != snapshot.offset:
+        raise ValueError(
+            f"its data reflects changelog offset {reflects}, its manifest says {snapshot.offset}"
+        )
+    mark(store, snapshot.offset, snapshot.taken_at)
+
+
+def take(
+    location: str,
+    store: PartitionStore,
+    offset: int,
+    changelog: str,
+    changelog_id: str,
+    input_offset: int | None,
+    keep: int,
+) -> Snapshot:
+    """A snapshot of `store` at changelog `offset` (of committed input `input_offset`) uploaded, the
+    oldest beyond `keep` deleted, and the store marked as snapshotted at it."""
+    with tempfile.TemporaryDirectory(dir=store.directory) as work:
+        data = Path(work) / "snapshot"
+        store.export_to(data)
+        snapshot = manifest_of(data, offset, changelog, changelog_id, input_offset, store.kind)
+        snapshot = upload(location, data, snapshot, keep)
+    mark(store, offset, snapshot.taken_at)
+    return snapshot
+
+
+def read_mark(store: PartitionStore) -> tuple[int, float] | None:
+    """The offset and time of the newest snapshot this store was taken to or restored from."""
+    try:
+        fields = json.loads(_names.store_file(store.directory, store.name, _names.SNAPSHOT_MARK).read_text())
+        return int(fields["offset"]), float(fields["taken_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def mark(store: PartitionStore, offset: int, taken_at: float) -> None:
+    path = _names.store_file(store.directory, store.name, _names.SNAPSHOT_MARK)
+    path.write_text(json.dumps({"offset": offset, "taken_at": taken_at}))
