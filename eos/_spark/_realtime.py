@@ -5,8 +5,10 @@ kind of Python sink Spark's real-time mode (PySpark 4.2+, `trigger(realTime=...)
 Spark calls it per task and epoch (real-time mode: one task per input partition; micro-batch: an epoch
 is a batch):
     R1. `open(partition_id, epoch_id)`: nothing is written yet;
-    R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row names the input
-        partition and starts its `PartitionTask` (steps 1-4, with the checks of `eos._core._input`: a
+    R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row's values are checked as
+        a batch's columns are (D1, from their types) and the output topics as the driver checks them
+        elsewhere (D2, `Preflight`, in each task: a ForeachWriter has no driver-side hook with the
+        schema), then it names the input partition and starts its `PartitionTask` (steps 1-4, with the checks of `eos._core._input`: a
         ForeachWriter cannot regroup either), each batch is checked against `eos_input` and fed to it
         (steps 5-7, committing whenever due), and a row of another input partition fails the task
         (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
@@ -33,7 +35,7 @@ import pyarrow as pa
 from eos._core._input import INPUT_COLUMN, INPUT_COLUMN_TYPE, Provenance, check_rows
 from eos._core._spec import OnCommit, Process, TaskSpec
 from eos._core._task import PartitionTask
-from eos._spark._preflight import batch_layout, functions, input_column, missing_input_column
+from eos._spark._preflight import Preflight, functions, input_column, missing_input_column
 from eos.config import Config
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError
 from eos.records import datetime_ms
@@ -68,6 +70,8 @@ class ForeachWriter:
             )
         self.config = config
         self.functions = functions(process, None, stores, on_commit)
+        #: D1 and D2 as every way in runs them; here in each task, which sees values, not a schema
+        self.preflight = Preflight(config, self.functions)
         self.input_filtered = input_filtered
         #: the accumulator the tasks add their figures to, served by a MetricsListener (`metrics_port`)
         self.figures = None
@@ -158,11 +162,10 @@ class ForeachWriter:
         from pyspark import TaskContext
 
         dtypes = [(name, _spark_type(name, value, self.config)) for name, value in values.items()]
-        layout, _ = batch_layout(
-            self.config, dtypes, self.functions.any, self.functions.process_batch is not None
-        )
+        layout, _ = self.preflight.columns(dtypes)  # D1, from the types of the first row's values
         if input_column(dtypes) is None:
             raise BatchSchemaError(missing_input_column("a ForeachWriter sees no lineage to read it from"))
+        self.preflight.topics()  # D2
         context = TaskContext.get()
         job = TaskSpec(
             config=self.config,
