@@ -419,6 +419,11 @@ def test_a_store_locked_by_another_process_cannot_be_opened_until_it_closes(tmp_
     assert holder.stdout.readline().strip() == "closed"
     assert holder.poll() is None
     store.open(lock_timeout_s=5)
+    writes_and_closes(store)
+
+
+def writes_and_closes(store: PartitionStore) -> None:
+    """An opened store takes a write, commits it and reads it back; then it is closed."""
     try:
         store.put(b"a", b"1")
         store.commit(1)
@@ -430,13 +435,8 @@ def test_a_store_locked_by_another_process_cannot_be_opened_until_it_closes(tmp_
 def test_the_lock_is_per_store(tmp_path, holder):
     """Another store of the directory, and a store of the same name in another directory, open and
     write while the holder keeps 'counts' locked."""
-    for store in (opened(tmp_path, transactional=True, name="other"), opened(tmp_path / "in-1", True)):
-        try:
-            store.put(b"a", b"1")
-            store.commit(1)
-            assert store.get(b"a") == b"1"
-        finally:
-            store.close()
+    writes_and_closes(opened(tmp_path, transactional=True, name="other"))
+    writes_and_closes(opened(tmp_path / "in-1", transactional=True))
     with pytest.raises(StoreLockedError):
         backend(KIND)(tmp_path, "counts", transactional=True).open(lock_timeout_s=0.3)
 
