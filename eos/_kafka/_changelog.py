@@ -1,5 +1,5 @@
 """The changelog topics that back the state stores: created or checked before a store is used, and read
-back by the restore loop. What to restore, and from where, is decided in `eos/state/_partition.py`; the
+back by the restore loop. What to restore, and from where, is decided in `eos/state/_recovery.py`; the
 restore loop writes into the store it is handed.
 
 One changelog per (input topic, store), named by `eos._names.changelog_topic`, with one partition per
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 from confluent_kafka import KafkaError, TopicCollection, TopicPartition
@@ -23,8 +23,14 @@ from eos._kafka import _clients, _topics, _translate
 from eos.config import Config
 from eos.errors import ChangelogError, RetriableError
 
-if TYPE_CHECKING:  # the store above this layer, handed in: the restore loop only writes into it
-    from eos.state._store import PartitionStore
+
+class RestoreTarget(Protocol):
+    """What the restore loop writes into: a store of the layer above (`eos.state._store.PartitionStore`),
+    handed in, named in the loop's log lines."""
+
+    name: str
+
+    def apply_restored(self, writes: list[tuple[bytes, bytes | None]], changelog_offset: int) -> None: ...
 
 _RESTORE_BATCH = 10_000
 #: How long one consume() of a restore waits. librdkafka's consume returns when it has the messages it
@@ -164,7 +170,7 @@ def bounds(config: Config, changelog: str, partition: int) -> tuple[int, int]:
 def restore(
     config: Config,
     log,
-    store: PartitionStore,
+    store: RestoreTarget,
     changelog: str,
     partition: int,
     start: int,
