@@ -32,6 +32,7 @@ class RestoreTarget(Protocol):
 
     def apply_restored(self, writes: list[tuple[bytes, bytes | None]], changelog_offset: int) -> None: ...
 
+
 _RESTORE_BATCH = 10_000
 #: How long one consume() of a restore waits. librdkafka's consume returns when it has the messages it
 #: was asked for or when this runs out, whichever comes first, even when all it has is the partition-end

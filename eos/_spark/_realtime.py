@@ -9,8 +9,8 @@ is a batch):
         a batch's columns are (D1, from their types) and the output topics as the driver checks them
         elsewhere (D2, `Preflight`, in each task: a ForeachWriter has no driver-side hook with the
         schema), then it names the input partition and starts its `PartitionTask` (steps 1-4, with the
-        checks of `eos._core._input`: a ForeachWriter cannot regroup either), each batch is checked against `eos_input` and fed to it
-        (steps 5-7, committing whenever due), and a row of another input partition fails the task
+        checks of `eos._core._input`: a ForeachWriter cannot regroup either), each batch is checked
+        against `eos_input` and fed to it (steps 5-7, committing whenever due), and a row of another input partition fails the task
         (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
         `commit_interval_ms` and commits a transaction open for `commit_interval_ms`: an epoch may be
         longer than `transaction_timeout_ms`, and rows may trickle or stop, so commits cannot wait for
