@@ -5,16 +5,16 @@ kind of Python sink Spark's real-time mode (PySpark 4.2+, `trigger(realTime=...)
 Spark calls it per task and epoch (real-time mode: one task per input partition; micro-batch: an epoch
 is a batch):
     R1. `open(partition_id, epoch_id)`: nothing is written yet;
-    R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row's values are checked as
-        a batch's columns are (D1, from their types) and the output topics as the driver checks them
-        elsewhere (D2, `Preflight`, in each task: a ForeachWriter has no driver-side hook with the
-        schema), then it names the input partition and starts its `PartitionTask` (steps 1-4, with the
-        checks of `eos._core._input`: a ForeachWriter cannot regroup either), each batch is checked
-        against `eos_input` and fed to it (steps 5-7, committing whenever due), and a row of another input partition fails the task
-        (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
-        `commit_interval_ms` and commits a transaction open for `commit_interval_ms`: an epoch may be
-        longer than `transaction_timeout_ms`, and rows may trickle or stop, so commits cannot wait for
-        the next row or the epoch's end;
+    R2. `process(row)`: rows gather into Arrow batches of `ROWS`; the first row's values are checked as a
+        batch's columns are (D1, from their types) and the output topics as the driver checks them elsewhere
+        (D2, `Preflight`, in each task: a ForeachWriter has no driver-side hook with the schema), then it
+        names the input partition and starts its `PartitionTask` (steps 1-4, with the checks of
+        `eos._core._input`: a ForeachWriter cannot regroup either), each batch is checked against `eos_input`
+        and fed to it (steps 5-7, committing whenever due), and a row of another input partition fails the
+        task (InputOrderError). Between rows, a thread of the writer feeds rows that have waited half of
+        `commit_interval_ms` and commits a transaction open for `commit_interval_ms`: an epoch may be longer
+        than `transaction_timeout_ms`, and rows may trickle or stop, so commits cannot wait for the next row
+        or the epoch's end;
     R3. `close(None)`: the rest is fed and the open transaction committed: the epoch boundary is a
         commit point. `close(error)`: the producer is thrown away with its open transaction (the next
         incarnation's init_transactions aborts it) and Spark's retry redoes the epoch from the
