@@ -36,12 +36,10 @@ def one_try(config: eos.Config, tid: str, source: str, attempt: int, flush: bool
     output = config.output_topic
     try:
         producer.init_transactions()
-        producer.begin_transaction()
         for i in range(100):
             producer.records.produce(eos.Output(b"%d" % i), output, source, 0, i)
         producer.send_offsets([(source, 0, 100 * (attempt + 1))], _offsets.group_metadata(config))
         producer.commit_transaction()
-        producer.begin_transaction()
         for i in range(4):
             producer.records.produce(eos.Output(b"x"), output, source, 0, 100 + i)
         try:

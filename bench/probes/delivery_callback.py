@@ -34,7 +34,6 @@ MODES = ("tracked", "shared", "none")
 
 
 def one_transaction(producer: _producer.OutputProducer, outputs: Outputs, source: str) -> dict[str, float]:
-    producer.begin_transaction()
     wall, cpu = time.perf_counter(), time.process_time()
     producer.records.produce_outputs(outputs, source, 0)
     loop_wall, loop_cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -27,7 +27,6 @@ from eos._kafka import _pool, _producer
 
 def write_one(producer: _producer.OutputProducer, output: str, source: str, offset: int) -> str:
     """One small record in a transaction of its own, flushed and checked, then aborted (as `_isolate`)."""
-    producer.begin_transaction()
     try:
         producer.records.produce(eos.Output(b"small"), output, source, 0, offset)
         producer.records.flush_and_check(source, 0)
@@ -57,7 +56,6 @@ def main() -> None:
         try:
             producer.init_transactions()
             producer.records.exact = True
-            producer.begin_transaction()
             for i in range(40):
                 producer.records.produce(eos.Output(b"x" * (2_000 if i == 25 else 50)), output, source, 0, i)
             try:

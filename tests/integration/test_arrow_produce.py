@@ -52,7 +52,6 @@ def _write(config, outputs: Outputs, tid: str) -> None:
     producer = _producer.OutputProducer(config, tid)
     try:
         producer.init_transactions()
-        producer.begin_transaction()
         try:
             producer.records.produce_outputs(outputs, SOURCE, 0)
             producer.records.flush_and_check(SOURCE, 0)
@@ -156,7 +155,6 @@ def test_a_fenced_producer_writing_arrow_columns_commits_nothing(bootstrap, name
     first = _outputs(pa.array([b"zombie-%d" % i for i in range(5_000)]), None, output)
     zombie = _producer.OutputProducer(config, tid)
     zombie.init_transactions()
-    zombie.begin_transaction()
     zombie.records.produce_outputs(first, SOURCE, 0)
     winner = _producer.OutputProducer(config, tid)
     winner.init_transactions()  # fences the zombie, aborts its transaction

@@ -197,13 +197,11 @@ def test_an_abort_right_after_a_refused_record_leaves_the_producer_usable(bootst
         producer = _producer.OutputProducer(config, names("tid"))  # fresh, as a new task's
         try:
             producer.init_transactions()
-            producer.begin_transaction()
             for i in range(100):
                 producer.records.produce(eos.Output(b"%d" % i), output, source, 0, i)
             offsets = [(source, 0, 100 * (attempt + 1))]
             producer.send_offsets(offsets, _offsets.group_metadata(config))
             producer.commit_transaction()
-            producer.begin_transaction()
             for i in range(4):
                 producer.records.produce(eos.Output(b"x"), output, source, 0, 100 + i)
             with pytest.raises(eos.ProduceError):

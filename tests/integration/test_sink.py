@@ -116,7 +116,6 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
 
     zombie = _producer.OutputProducer(config, tid)
     zombie.init_transactions()
-    zombie.begin_transaction()
     for i in range(10):
         zombie.records.produce(eos.Output(f"zombie-{i}"), output, source, 0, i)
     zombie._producer.flush(10)  # the records reach the log, uncommitted
@@ -128,7 +127,6 @@ def test_older_producer_is_fenced_and_its_records_never_visible(bootstrap, names
         zombie.send_offsets([(source, 0, 10)], _offsets_metadata(config))
         zombie.commit_transaction()
 
-    winner.begin_transaction()
     winner.records.produce(eos.Output("winner-0"), output, source, 0, 0)
     winner.send_offsets([(source, 0, 1)], _offsets_metadata(config))
     winner.commit_transaction()
