@@ -156,6 +156,8 @@ class StoreRecovery:
                 )
                 store.wipe()
                 return None
+            # outside the fallback, as a failed write of the store's own files is no bad snapshot
+            _snapshot.mark(store, snapshot.offset, snapshot.taken_at)
             log.info(
                 "store restored from snapshot",
                 store=name,
@@ -228,6 +230,7 @@ class StoreRecovery:
                 "snapshot not taken", store=self.name, offset=offset, error=f"{type(exc).__name__}: {exc}"
             )
             return
+        _snapshot.mark(store, offset, snapshot.taken_at)  # outside: a failed write of its own files raises
         self.snapshots_taken += 1
         log.info(
             "snapshot taken",

@@ -190,8 +190,8 @@ def manifest_of(
 
 def install(location: str, snapshot: Snapshot, store: PartitionStore) -> None:
     """Put `snapshot`'s data in place of `store`'s (downloaded beside it first), checked to reflect the
-    offset its manifest says, and mark the store as restored from it. Raises whatever went wrong; the
-    caller then wipes the store and reads the changelog instead."""
+    offset its manifest says. Raises whatever went wrong; the caller then wipes the store and reads the
+    changelog instead, or marks the store as restored from it (`mark`)."""
     with tempfile.TemporaryDirectory(dir=store.directory) as work:
         data = Path(work) / "snapshot"
         download(location, snapshot, data)
@@ -202,7 +202,6 @@ def install(location: str, snapshot: Snapshot, store: PartitionStore) -> None:
         raise ValueError(
             f"its data reflects changelog offset {reflects}, its manifest says {snapshot.offset}"
         )
-    mark(store, snapshot.offset, snapshot.taken_at)
 
 
 def take(
@@ -214,14 +213,13 @@ def take(
     input_offset: int | None,
     keep: int,
 ) -> Snapshot:
-    """A snapshot of `store` at changelog `offset` (of committed input `input_offset`) uploaded, the
-    oldest beyond `keep` deleted, and the store marked as snapshotted at it."""
+    """A snapshot of `store` at changelog `offset` (of committed input `input_offset`) uploaded and the
+    oldest beyond `keep` deleted; the caller marks the store as snapshotted at it (`mark`)."""
     with tempfile.TemporaryDirectory(dir=store.directory) as work:
         data = Path(work) / "snapshot"
         store.export_to(data)
         snapshot = manifest_of(data, offset, changelog, changelog_id, input_offset, store.kind)
         snapshot = upload(location, data, snapshot, keep)
-    mark(store, offset, snapshot.taken_at)
     return snapshot
 
 
