@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Producer
+from conftest import group_offsets
 
 import eos
 from eos import testing
@@ -66,3 +68,42 @@ def test_output_topic_partition_and_timestamp_columns_headers_and_a_filter(spark
         assert r.partition == seq % 3, (r.partition, seq)  # offset == seq: produced in order per partition
         assert dict(r.headers) == {"seq": str(seq).encode(), "origin": b"orders"}
         assert r.timestamp == base + seq * 1000 + testing.parse_value(r.value)[1]
+
+
+def test_a_missing_dead_letter_topic_is_refused_before_anything_is_written(spark, bootstrap, names, tmp_path):
+    """The writer's pre-flight checks the topics in each task, as the sink's does per batch: with no bad
+    row yet, a dead-letter topic that does not exist used to pass unnoticed until the first bad record
+    failed mid-stream. Created, the same query on the same checkpoint writes every record once."""
+    source, output, dead = names("in"), names("out"), names("dlq")
+    testing.create_topic(bootstrap, source, PARTITIONS)
+    testing.create_topic(bootstrap, output, PARTITIONS)
+    sent = testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        on_error="dead_letter",
+        dead_letter_topic=dead,
+        processing_guarantee="exactly_once",
+    )
+
+    def start():
+        df = eos.read_stream(spark, config, [source])
+        return (
+            df.writeStream.foreach(eos.foreach_writer(config))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    with pytest.raises(Exception) as info:
+        start().awaitTermination()
+    assert "TopicNotFoundError" in str(info.value) and f"dead-letter topic '{dead}'" in str(info.value)
+    assert set(group_offsets(config, source, PARTITIONS).values()) == {0}, "nothing committed past the start"
+    records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    assert records == []
+
+    testing.create_topic(bootstrap, dead, 1)
+    start().awaitTermination()
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
