@@ -63,11 +63,13 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
-$(PLACEMENT_JAR): eos/_spark/jvm/Placement.java eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP)
-	@echo "== eos's placement classes (javac) into $@"
+$(PLACEMENT_JAR): eos/_spark/jvm/Placement.java eos/_spark/jvm/PassThrough.java \
+  eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
+	@echo "== eos's JVM classes (placement, the pass-through writer; javac) into $@"
 	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
-	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options -cp "$$jars/*" -d "$$out" \
-	    $< eos/_spark/jvm/stub/scala/Serializable.java && \
+	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
+	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$(PYSPARK_VERSION)/*" -d "$$out" \
+	    eos/_spark/jvm/Placement.java eos/_spark/jvm/PassThrough.java eos/_spark/jvm/stub/scala/Serializable.java && \
 	  jar cf $@ -C "$$out" eos && rm -rf "$$out"
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).

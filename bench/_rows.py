@@ -390,6 +390,27 @@ class Bench:
             writer = writer.option(key, value)
         return self._run_query(writer, "eos_exactly_once_format" if self.profiling else None)
 
+    def _jvm_row(self, row: str, out: str, batch: int | None = None) -> dict:
+        """The JVM writer's data path alone (eos/_spark/_jvm_writer.py): each batch handed to it as the
+        source read it, without the sink's driver checks (D1-D3), to measure the thinnest writer first."""
+        from eos._core._arrow import Layout
+        from eos._spark import _jvm_writer
+
+        config = self.config(row, "exactly_once", output_topic=out)
+        layout = Layout(value="value", key="key")
+
+        def each_batch(df, batch_id):
+            selected = df.select("key", "value", "topic", "partition", "offset")
+            _jvm_writer.write(selected, config, batch_id, layout)
+
+        return self._run_query(self._source(config, batch).writeStream.foreachBatch(each_batch))
+
+    def row_eos_exactly_once_jvm(self, out: str) -> dict:
+        return self._jvm_row("eos_exactly_once_jvm", out)
+
+    def row_eos_exactly_once_jvm_small_batch(self, out: str) -> dict:
+        return self._jvm_row("eos_exactly_once_jvm_small_batch", out, self.args.batch // 10)
+
     def row_eos_exactly_once_10x_batch(self, out: str) -> dict:
         return self._eos_row("eos_exactly_once_10x_batch", out, "exactly_once", batch=10 * self.args.batch)
 

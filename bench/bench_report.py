@@ -26,6 +26,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
     ("eos_exactly_once_format", "3f eos exactly_once, writeStream.format('eos')"),
+    ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM writer (prototype: no driver checks)"),
+    ("eos_exactly_once_jvm_small_batch", "3js row 3j, a tenth of the batch (what 1s compares with)"),
     ("bare_map_in_arrow", "0 foreachBatch + a mapInArrow that only counts (no Kafka writes)"),
     ("bare_map_in_arrow_connect", "0c the same under Spark Connect"),
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
