@@ -50,6 +50,10 @@ public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, Inter
   /** Producers kept by this JVM between tasks, by transactional.id, each with the stamp it committed. */
   private static final ConcurrentHashMap<String, Kept> KEPT = new ConcurrentHashMap<>();
 
+  /** The consumers that read committed offsets, one per settings (the group's), kept by this JVM. */
+  private static final ConcurrentHashMap<String, KafkaConsumer<byte[], byte[]>> CONSUMERS =
+      new ConcurrentHashMap<>();
+
   private final String spec;
   private transient Spec parsed;
 
@@ -246,9 +250,12 @@ public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, Inter
     }
 
     private OffsetAndMetadata committedOffset() {
-      Properties props = new Properties();
-      props.putAll(s.consumer);
-      try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+      KafkaConsumer<byte[], byte[]> consumer = CONSUMERS.computeIfAbsent(s.consumer.toString(), k -> {
+        Properties props = new Properties();
+        props.putAll(s.consumer);
+        return new KafkaConsumer<>(props);
+      });
+      synchronized (consumer) { // one thread at a time: a KafkaConsumer is not thread-safe
         // the classic consumer asks for stable offsets (KIP-447): it waits out a pending commit
         Map<TopicPartition, OffsetAndMetadata> got =
             consumer.committed(Collections.singleton(tp), Duration.ofMillis(s.timeoutMs));
