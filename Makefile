@@ -31,6 +31,7 @@ REGISTRY_STAMP := $(EOS_REGISTRY_HOME)/.built
 # eos's task placement on a cluster (eos/_spark/jvm): compiled against the installed PySpark's jars for
 # Java 8 and up; the wheel ships it (a JDK's javac builds it; Spark runs it on a JRE).
 PLACEMENT_JAR := eos/_spark/jvm/eos-placement.jar
+JVM_SOURCES := $(wildcard eos/_spark/jvm/*.java)
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
@@ -63,13 +64,12 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
-$(PLACEMENT_JAR): eos/_spark/jvm/Placement.java eos/_spark/jvm/PassThrough.java \
-  eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
+$(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
 	@echo "== eos's JVM classes (placement, the pass-through writer; javac) into $@"
 	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
 	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
 	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$(PYSPARK_VERSION)/*" -d "$$out" \
-	    eos/_spark/jvm/Placement.java eos/_spark/jvm/PassThrough.java eos/_spark/jvm/stub/scala/Serializable.java && \
+	    $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java && \
 	  jar cf $@ -C "$$out" eos && rm -rf "$$out"
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).

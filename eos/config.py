@@ -296,6 +296,11 @@ class Config:
     #: records) where the outputs go to one topic with no headers, partition or timestamp column; false:
     #: one confluent-kafka produce() per record, as at_least_once always does.
     arrow_produce: bool = attrs.field(default=True, validator=_boolean)
+    #: Which code writes a pass-through batch (no process, process_batch, on_commit, stores, serializers
+    #: or deserializers; exactly_once, on_error "fail", input_mode "kafka"): "jvm", the executors' own
+    #: Kafka client, the rows never entering Python (a classic session, eos's jar loaded); "python", the
+    #: Python workers; "auto", the JVM where the query can take it, else Python (logged once, with why).
+    data_path: str = "auto"
     #: What a bad record does (one whose `process` raises or returns what Kafka cannot carry, whose output
     #: the broker refuses as too large or invalid): "fail" stops the query naming it; "dead_letter" writes
     #: it to `dead_letter_topic` in the same transaction as the outputs and offsets.
@@ -405,6 +410,8 @@ class Config:
             )
         if self.part_columns is not None and not [c for c in self.part_columns.split(",") if c.strip()]:
             raise ConfigError("part_columns", f"{self.part_columns!r} names no column")
+        if self.data_path not in ("auto", "jvm", "python"):
+            raise ConfigError("data_path", f"{self.data_path!r} is not 'auto', 'jvm' or 'python'")
         if self.on_error not in ("fail", "dead_letter"):
             raise ConfigError("on_error", f"{self.on_error!r} is not 'fail' or 'dead_letter'")
         if self.on_error == "dead_letter":

@@ -39,7 +39,7 @@ from eos._core._spec import OnCommit, Process, ProcessBatch, TaskSpec
 from eos._core._stats import STATS_DDL, BatchSummary
 from eos._core._task import run_partition
 from eos._log import get_logger
-from eos._spark import _metrics, _partitioning
+from eos._spark import _jvm_writer, _metrics, _partitioning
 from eos._spark._affinity import Affinity, executor_of_task
 from eos._spark._parts_writer import PartsWriter
 from eos._spark._preflight import (
@@ -90,6 +90,7 @@ class Sink:
         self.config = config
         self.functions = functions(process, process_batch, stores, on_commit)
         self.on_batch = on_batch
+        _jvm_writer.require_eligible(config, self.functions)
         self.preflight = Preflight(config, self.functions)
         self._parts = PartsWriter(config, self.functions)
         self.history_size = history_size
@@ -99,6 +100,8 @@ class Sink:
         #: an input partition's records they did not hold (step 3a) on
         self._regroup_unseen = False
         self._affinity = Affinity()  # where each input partition's task ran last (D3)
+        #: whether pass-through batches go through the JVM writer (`data_path`), decided at the first batch
+        self._jvm: bool | None = None
         self.history: deque[BatchSummary] = deque(maxlen=history_size)
         self.log = get_logger("eos.sink", app_id=config.app_id, guarantee=config.processing_guarantee)
 
@@ -145,14 +148,18 @@ class Sink:
         driver["lineage_ms"] = ms_since(mark)
         mark = time.monotonic()
         stats = None
+        if self._jvm is None:
+            self._jvm = _jvm_writer.decide(self.config, self.functions, batch_df.sparkSession, self.log)
+        jvm = self._jvm and provenance.partitions is not None
         if lineage is None and not self._regroup_unseen:  # Spark Connect
             stats = self._write_as_read(batch_df, batch_id, layout, columns, provenance)
         if stats is None:
-            stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped)
+            stats = self._write(batch_df, batch_id, layout, columns, provenance, regroup=regrouped, jvm=jvm)
         else:
             regrouped = False
         driver["job_ms"] = ms_since(mark)
-        self._record(self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver))  # 5
+        summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver)
+        self._record(attrs.evolve(summary, data_path="jvm" if jvm else "python"))  # 5
 
     def _write_as_read(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], provenance: Provenance
@@ -186,9 +193,11 @@ class Sink:
         provenance: Provenance,
         regroup: bool,
         prove: bool = False,
+        jvm: bool = False,
     ) -> list[dict[str, Any]]:
         """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
-        their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails."""
+        their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails.
+        `jvm`: the tasks are the JVM writer's (`_jvm_writer`), not Python's."""
         plan = None
         if not regroup and self.config.task_affinity and provenance.partitions is not None:
             tps = [(r.topic, r.partition) for r in provenance.partitions]
@@ -209,6 +218,10 @@ class Sink:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
             )
+        if jvm and not prove:
+            stats = _jvm_writer.write(selected, self.config, batch_id, layout, provenance)  # 4
+            self._affinity.ran(stats)
+            return stats
         job = TaskSpec(
             config=self.config,
             batch_id=batch_id,

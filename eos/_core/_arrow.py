@@ -59,14 +59,7 @@ def tp_runs(
             offsets = run.column(layout.offset)
             if tp != current:
                 if tp in done:
-                    raise InputOrderError(
-                        f"input partition {tp[0]}/{tp[1]} reached this task as two separate runs"
-                        f" (again at offset {offsets[0].as_py()}): its rows were not grouped into one"
-                        " sorted run. Nothing of this run was written.",
-                        topic=tp[0],
-                        partition=tp[1],
-                        offset=offsets[0].as_py(),
-                    )
+                    raise two_runs(tp, offsets[0].as_py())
                 if current is not None:
                     done.add(current)
                 current, last_offset = tp, -1
@@ -96,13 +89,30 @@ def _check_increasing(offsets: pa.Array, after: int, tp: tuple[str, int]) -> Non
     first = offsets[0].as_py()
     ordered = first > after and (n < 2 or pc.all(pc.less(offsets.slice(0, n - 1), offsets.slice(1))).as_py())
     if not ordered:
-        raise InputOrderError(
-            f"the rows of input partition {tp[0]}/{tp[1]} are not in strictly increasing offset order"
-            f" (near offset {first}). Nothing of this run was written.",
-            topic=tp[0],
-            partition=tp[1],
-            offset=first,
-        )
+        raise not_increasing(tp, first)
+
+
+def two_runs(tp: tuple[str, int], offset: int) -> InputOrderError:
+    """The error of an input partition whose rows reached a task as two runs (the second at `offset`)."""
+    return InputOrderError(
+        f"input partition {tp[0]}/{tp[1]} reached this task as two separate runs"
+        f" (again at offset {offset}): its rows were not grouped into one"
+        " sorted run. Nothing of this run was written.",
+        topic=tp[0],
+        partition=tp[1],
+        offset=offset,
+    )
+
+
+def not_increasing(tp: tuple[str, int], offset: int) -> InputOrderError:
+    """The error of an input partition whose rows are out of offset order near `offset`."""
+    return InputOrderError(
+        f"the rows of input partition {tp[0]}/{tp[1]} are not in strictly increasing offset order"
+        f" (near offset {offset}). Nothing of this run was written.",
+        topic=tp[0],
+        partition=tp[1],
+        offset=offset,
+    )
 
 
 def first_offset(run: pa.RecordBatch, layout: Layout) -> int:

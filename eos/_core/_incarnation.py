@@ -104,7 +104,7 @@ class Incarnation:
         found = _offsets.fields(entry.metadata)
         lost = _proof.aborted(self.config, self.scope.transactional_id, entry.metadata, witnesses, self.log)
         if lost:
-            raise _lost(self.scope, entry, found, len(witnesses), lost)
+            raise commit_lost(self.scope, entry, found, len(witnesses), lost)
 
     def begin(self) -> Transaction:
         """A new transaction; a kept producer's first one begins with step 2's check (`Fence`)."""
@@ -141,7 +141,7 @@ class Incarnation:
             self.state = None
 
 
-def _lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLostError:
+def commit_lost(scope: PartitionScope, entry, found, written: int, lost) -> CommitLostError:
     """The error of a committed offset whose transaction the broker aborted on some partitions."""
     app, where = scope.config.app_id, scope.where
     since = found.get("since")

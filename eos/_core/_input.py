@@ -141,11 +141,7 @@ def check_rows(batch: pa.RecordBatch, layout: Layout, provenance: Provenance, ta
         outside = pc.or_(pc.less(offset, starts), pc.greater_equal(offset, ends))
         differs = [_differs(claimed[0], truth[0]), _differs(claimed[1], truth[1]), outside]
 
-        def read(i: int) -> str:
-            s = sources[read_in[i].as_py()]
-            return f"Spark read it from {s.topic}/{s.partition} (offsets {s.start} to {s.end - 1})"
-
-        _refuse_first(claimed, differs, layout, read)
+        _refuse_first(claimed, differs, layout, lambda i: read_from(sources[read_in[i].as_py()]))
     else:
         _check_ranges(claimed, provenance.ranges, layout)
 
@@ -197,8 +193,22 @@ def _check_ranges(claimed, ranges: tuple[SourceRange, ...], layout: Layout) -> N
             )
 
 
+def read_from(source: SourceRange) -> str:
+    """What an error says of the Spark partition a row was read in."""
+    return (
+        f"Spark read it from {source.topic}/{source.partition} (offsets {source.start} to {source.end - 1})"
+    )
+
+
 def _raise(claimed, row: int, column: str, truth: str, layout: Layout) -> None:
-    topic, partition, offset = (c[row].as_py() for c in claimed)
+    raise coordinate_error(*(c[row].as_py() for c in claimed), column, truth, layout)
+
+
+def coordinate_error(
+    topic, partition, offset, column: str, truth: str, layout: Layout
+) -> InputCoordinateError:
+    """The error of a row whose `column` ("topic", "partition" or "offset") is not the input coordinate of
+    the record it came from (`truth`: what is known of that record)."""
     name = {"topic": layout.topic, "partition": layout.partition, "offset": layout.offset}[column]
     hint = ""
     if column == "partition":
@@ -206,7 +216,7 @@ def _raise(claimed, row: int, column: str, truth: str, layout: Layout) -> None:
             " If the query sets 'partition' to choose the output partition (Spark's Kafka sink reads it"
             " so), put that in a column of another name and set output_partition_column to it."
         )
-    raise InputCoordinateError(
+    return InputCoordinateError(
         f"column {name!r} does not hold the input coordinate of the record its row came from: a row says"
         f" {topic}/{partition}@{offset}, but {truth}. eos commits each input partition's offsets from"
         " the rows' topic, partition and offset columns, which must be the Kafka source's own (not"
@@ -276,10 +286,17 @@ def require_reset_honoured(
     if 0 <= reset_from and resumes_at < reset_from:
         return
     unseen = _reads.unseen_record(scope.config, scope.topic, scope.partition, committed, resumes_at)
-    if unseen is None:
-        return
+    if unseen is not None:
+        raise gap_error(scope, committed, reset_from, resumes_at, unseen)
+
+
+def gap_error(
+    scope: PartitionScope, committed: int, reset_from: int, resumes_at: int, unseen: int
+) -> InputGapError:
+    """The error of a run that resumes at `resumes_at`, past the offset `eos offsets reset` set back to
+    `committed`, with the readable record `unseen` between."""
     where, app = scope.where, scope.config.app_id
-    raise InputGapError(
+    return InputGapError(
         f"input partition {where}: `eos offsets reset` set its committed offset to {committed}"
         f"{f' (from {reset_from})' if reset_from >= 0 else ''}, but this query resumes it at offset"
         f" {resumes_at}: Spark's Kafka source resumes from the query's checkpoint, not from the group's"

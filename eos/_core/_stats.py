@@ -136,6 +136,9 @@ class BatchSummary:
     #: where the sink's own time on the driver went, in ms: the batch's columns (D1), the topics and
     #: cluster checks (D2), the lineage (D3) and the Spark job that runs the tasks (D4)
     driver: dict[str, float] = attrs.field(factory=dict)
+    #: which code wrote the batch's rows: "python" (the Python workers) or "jvm" (the executors' Kafka
+    #: client: `data_path`)
+    data_path: str = "python"
 
     def as_dict(self) -> dict[str, Any]:
         """The batch's figures as plain values (per-partition rows left out), e.g. for a metrics sink."""
@@ -151,6 +154,7 @@ class BatchSummary:
         *,
         regrouped: bool = True,
         driver: dict[str, float] | None = None,
+        data_path: str = "python",
     ) -> BatchSummary:
         """The summary of a batch from its stats rows (one per input partition, or per part)."""
         return cls(
@@ -164,4 +168,5 @@ class BatchSummary:
             regrouped=regrouped,
             steps=steps(stats),
             driver=driver or {},
+            data_path=data_path,
         )

@@ -314,13 +314,7 @@ class RecordCollector:
         the producer's clock, librdkafka's 0; before 1970: the record's own fault, a poison record)."""
         if timestamp is not None and timestamp < 0:
             offset, origin = (at, "") if outputs is None else (outputs.offset_of(at), outputs.origin(at))
-            raise ProduceError(
-                f"output to {topic!r}: its timestamp {timestamp} is before 1970{origin}",
-                topic=in_topic,
-                partition=in_partition,
-                offset=offset,
-                poison=True,
-            )
+            raise before_1970(topic, timestamp, in_topic, in_partition, offset, origin)
         while True:
             try:
                 self._producer.produce(topic, value, key, partition, callback, None, timestamp or 0, headers)
@@ -348,13 +342,14 @@ class RecordCollector:
         if self._transactional and _translate.refuses_records(err):
             return self._failed_transaction(topic, in_topic, in_partition, err)
         if err is not None and classify_delivery(err) is Delivery.PERMANENT:
-            return ProduceError(
-                f"output to {topic!r} refused: {err.str()}{origin}",
-                topic=in_topic,
-                partition=in_partition,
-                offset=in_offset,
-                poison=_translate.is_poison(err),
-                kafka_error=err,
+            return refused(
+                topic,
+                f"{err.str()}{origin}",
+                in_topic,
+                in_partition,
+                in_offset,
+                _translate.is_poison(err),
+                err,
             )
         return _translate.translate(exc, f"producing to {topic!r}")
 
@@ -472,15 +467,9 @@ class RecordCollector:
                     kafka_error=err,
                 )
             if verdict is Delivery.PERMANENT:
-                raise ProduceError(
-                    f"output to {out_topic!r} refused: {err.str()}",
-                    topic=in_topic,
-                    partition=in_partition,
-                    offset=candidates[0] if candidates else in_offset,
-                    candidates=candidates,
-                    poison=_translate.is_poison(err),
-                    kafka_error=err,
-                )
+                offset = candidates[0] if candidates else in_offset
+                poison = _translate.is_poison(err)
+                raise refused(out_topic, err.str(), in_topic, in_partition, offset, poison, err, candidates)
             raise TransactionAbortableError(f"delivery to {out_topic!r} failed: {err.str()}", kafka_error=err)
         if self.delivery_failed:  # a failure the shared callback saw but does not keep (exactly_once bulk)
             raise DeliveryFailedError(
@@ -513,3 +502,38 @@ class RecordCollector:
 def _listed(column):
     """An output column as the Python values the produce() loop takes."""
     return column.to_pylist() if isinstance(column, pa.Array | pa.ChunkedArray) else column
+
+
+def refused(
+    out_topic: str,
+    reason: str,
+    in_topic: str,
+    in_partition: int,
+    in_offset: int | None,
+    poison: bool,
+    kafka_error: KafkaError | None = None,
+    candidates: tuple[int, ...] = (),
+) -> ProduceError:
+    """The error of an output the broker (or the client) refused for good: the input record named."""
+    return ProduceError(
+        f"output to {out_topic!r} refused: {reason}",
+        topic=in_topic,
+        partition=in_partition,
+        offset=in_offset,
+        candidates=candidates,
+        poison=poison,
+        kafka_error=kafka_error,
+    )
+
+
+def before_1970(
+    out_topic: str, timestamp: int, in_topic: str, in_partition: int, in_offset: int | None, origin: str = ""
+) -> ProduceError:
+    """The error of an output whose timestamp Kafka cannot carry (before the epoch)."""
+    return ProduceError(
+        f"output to {out_topic!r}: its timestamp {timestamp} is before 1970{origin}",
+        topic=in_topic,
+        partition=in_partition,
+        offset=in_offset,
+        poison=True,
+    )

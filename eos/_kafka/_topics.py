@@ -78,12 +78,23 @@ def unwritable(config: Config, topic: str) -> str | None:
     found = _translate.call(describe, what=f"looking up output topic {topic!r}", timeout_s=timeout)
     if isinstance(found, KafkaError):
         if found.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            return f"output to {topic!r} refused: {found.str()}"
-        return f"output topic {topic!r} is not available: it does not exist ({found.str()})"
+            return unwritable_reason(topic, "denied", found.str())
+        return unwritable_reason(topic, "missing", found.str())
     operations = found.authorized_operations
     if operations is not None and not {AclOperation.WRITE, AclOperation.ALL} & set(operations):
-        return f"output to {topic!r} refused: Topic authorization failed (no WRITE permission)"
+        return unwritable_reason(topic, "no_write")
     return None
+
+
+def unwritable_reason(topic: str, why: str, detail: str = "") -> str:
+    """What an error says of an output topic that cannot be written (`why`: "denied", the broker refused
+    to describe it; "missing"; "no_write", it may be described but not written), with the client's
+    `detail`."""
+    if why == "denied":
+        return f"output to {topic!r} refused: {detail}"
+    if why == "missing":
+        return f"output topic {topic!r} is not available: it does not exist ({detail})"
+    return f"output to {topic!r} refused: Topic authorization failed (no WRITE permission)"
 
 
 def create(config: Config, new: NewTopic, what: str) -> None:

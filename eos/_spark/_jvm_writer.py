@@ -1,69 +1,219 @@
-"""The JVM data path (eos/_spark/jvm/PassThrough.java): a pass-through batch's rows written by the JVM's
-Kafka client in the executors, never entering Python. The driver hands the batch's plan to the writer
-through Py4J, as the placement classes are handed theirs (`_affinity._Jvm`), and collects the same stats
-rows the Python tasks return. Classic sessions only: a Connect session has no JVM on this side."""
+"""The JVM data path (eos/_spark/jvm: PassThrough, InputPartition): a pass-through batch's rows written by
+the executors' Kafka client, never entering Python. The sink runs its driver checks (D1-D3) as for the
+Python path, then hands the batch's plan to the JVM writer through Py4J, as the placement classes are
+handed theirs (`_affinity._Jvm`), and collects the same stats rows the Python tasks return.
+
+Which queries take it (`eligible`), and how what the JVM writer refuses becomes the Python path's own
+error (`raise_refusal`): the JVM writer sends the refusal's data, and the error is built here by the
+function the Python path raises it with, so both paths say the same."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from eos._core import _arrow, _input
 from eos._core._arrow import Layout
+from eos._core._incarnation import commit_lost
+from eos._core._input import Provenance
+from eos._core._spec import Functions
 from eos._core._stats import STATS_DDL
-from eos._kafka import _java
+from eos import _names
+from eos._kafka import _collector, _java, _offsets, _topics
+from eos._kafka._offsets import Committed
+from eos._scope import PartitionScope
 from eos._spark._affinity import _Jvm
 from eos.config import Config
+from eos.errors import ConfigError, EosError, ProduceError, TransactionAbortableError
 
 _CLASS = "eos.spark.PassThrough"
+#: what the JVM writer's refusals carry in their message (eos/_spark/jvm/Refusal.java)
+_REFUSAL = re.compile(r"eos-refusal:(\{.*?\})(?:\n|$)", re.MULTILINE)
 
 
 def available(session: Any) -> bool:
-    """Whether `session` can run the JVM writer (classic, the jar found)."""
-    return _Jvm.of(session) is not None
+    """Whether `session` can run the JVM writer (classic, eos's jar loaded)."""
+    return hasattr(session, "_jsparkSession") and _Jvm.of(session) is not None
 
 
-def write(selected: Any, config: Config, batch_id: int, layout: Layout) -> list[dict[str, Any]]:
-    """`selected` (one Spark partition per input partition, as the source read them) written by the JVM
-    writer; the stats rows, one per input partition."""
+def ineligible(config: Config, functions: Functions) -> str | None:
+    """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do (yet)."""
+    if not config.exactly_once:
+        return "processing_guarantee is at_least_once (the JVM writer writes exactly_once only)"
+    if config.input_mode != "kafka":
+        return "input_mode is 'any'"
+    if config.on_error != "fail":
+        return f"on_error is {config.on_error!r} (the JVM writer has no dead letters)"
+    for name in ("process", "process_batch", "on_commit"):
+        if getattr(functions, name, None) is not None:
+            return f"the query has a {name} function"
+    if functions.stores:
+        return "the query has state stores"
+    for name in ("key_serializer", "value_serializer", "key_deserializer", "value_deserializer"):
+        if getattr(config, name, None) is not None:
+            return f"{name} is set"
+    return None
+
+
+def unavailable(session: Any) -> str | None:
+    """Why the JVM writer cannot run in `session` (None: it can)."""
+    if not hasattr(session, "_jsparkSession"):
+        return "a Spark Connect session has no JVM on this side"
+    if not available(session):
+        return "eos's jar (eos/_spark/jvm/eos-placement.jar) did not load"
+    return None
+
+
+def require_eligible(config: Config, functions: Functions) -> None:
+    """data_path "jvm" refused, before the query starts, for a query the JVM writer cannot write."""
+    why = ineligible(config, functions) if config.data_path == "jvm" else None
+    if why is not None:
+        raise ConfigError("data_path", f"'jvm' cannot write this query: {why}; set data_path to 'auto'")
+
+
+def decide(config: Config, functions: Functions, session: Any, log: Any) -> bool:
+    """Whether this query's pass-through batches go through the JVM writer (`data_path`), at its first
+    batch: "jvm" refuses a session that cannot run it, "auto" says once why it stays on the Python path."""
+    if config.data_path == "python":
+        return False
+    why = ineligible(config, functions) or unavailable(session)
+    if why is None:
+        log.info("data path", data_path="jvm")
+        return True
+    if config.data_path == "jvm":
+        raise ConfigError("data_path", f"'jvm' cannot write this query: {why}; set data_path to 'auto'")
+    log.info("data path", data_path="python", why=why)
+    return False
+
+
+def write(selected: Any, config: Config, batch_id: int, layout: Layout, provenance: Provenance) -> list[dict]:
+    """`selected` (grouped by input partition, as the sink groups rows for the Python tasks) written by the
+    JVM writer; the stats rows, one per input partition. A refusal raises the Python path's error."""
     from pyspark.sql import DataFrame
 
     session = selected.sparkSession
     jvm = _Jvm.of(session)
     if jvm is None:
         raise RuntimeError("the JVM writer needs a classic session and eos's jar")
-    fields = {f.name: (i, f.dataType.simpleString()) for i, f in enumerate(selected.schema.fields)}
-    names = {
+    spec = plan(config, batch_id, layout, provenance, selected.schema)
+    writer = jvm._new(_CLASS, json.dumps(spec))
+    rows = selected._jdf.queryExecution().toRdd()
+    stats = rows.toJavaRDD().mapPartitions(writer, True).rdd()
+    schema = jvm.sc._jvm.org.apache.spark.sql.types.StructType.fromDDL(STATS_DDL)
+    frame = DataFrame(session._jsparkSession.internalCreateDataFrame(stats, schema, False), session)
+    try:
+        collected = frame.collect()
+    except Exception as exc:
+        raise_refusal(exc, config, batch_id, layout, provenance)
+        raise
+    return [row.asDict() for row in collected]
+
+
+def plan(config: Config, batch_id: int, layout: Layout, provenance: Provenance, schema: Any) -> dict:
+    """The batch's plan as the JVM writer reads it (eos/_spark/jvm/Spec.java)."""
+    fields = {f.name: (i, f.dataType.simpleString()) for i, f in enumerate(schema.fields)}
+    roles = {
         "key": layout.key,
         "value": layout.value,
         "headers": layout.headers,
         "topic": layout.topic,
         "partition": layout.partition,
         "offset": layout.offset,
+        "read_in": provenance.read_in,
+        "out_topic": layout.out_topic,
+        "out_partition": layout.out_partition,
+        "out_timestamp": layout.out_timestamp,
     }
-    columns = {role: fields[name][0] for role, name in names.items() if name is not None}
+    columns = {role: fields[name][0] for role, name in roles.items() if name is not None}
     client = {k.removeprefix("kafka."): v for k, v in _java.spark_source_options(config).items()}
-    spec = {
+    sources = None
+    if provenance.partitions is not None:
+        sources = [[s.topic, s.partition, s.start, s.end] for s in provenance.partitions]
+    # the stamp's `out` as the Python path writes it (_offsets.stamp): everything before `;out=`'s end
+    own = _offsets.stamp(config)
+    return {
         "app_id": config.app_id,
+        "out": own.split(";out=", 1)[1],
         "output_topic": config.output_topic,
+        "restore_group": _names.restore_group(config.app_id),
         "batch_id": batch_id,
         "commit_every": config.commit_every,
+        "commit_interval_ms": config.commit_interval_ms,
         "operation_timeout_ms": config.operation_timeout_ms,
+        "transaction_timeout_ms": config.transaction_timeout_ms,
         "accept_foreign_offsets": config.accept_foreign_offsets,
+        "max_producers": config.max_producers_per_worker,
         "columns": columns,
         "key_is_string": layout.key is not None and fields[layout.key][1] == "string",
         "value_is_string": fields[layout.value][1] == "string",
+        "timestamp_kind": fields[layout.out_timestamp][1] if layout.out_timestamp else None,
+        "sources": sources,
         "client": client,
         "producer": {
-            "client.id": f"eos-{config.app_id}",
+            "client.id": _names.client_id(config.app_id),
             "linger.ms": "5",
             "enable.idempotence": "true",
             "transaction.timeout.ms": str(config.transaction_timeout_ms),
             "delivery.timeout.ms": str(config.transaction_timeout_ms),
+            "request.timeout.ms": str(min(30_000, config.transaction_timeout_ms - 5)),
         },
     }
-    writer = jvm._new(_CLASS, json.dumps(spec))
-    rows = selected._jdf.queryExecution().toRdd()
-    stats = rows.toJavaRDD().mapPartitions(writer, True).rdd()
-    schema = jvm.sc._jvm.org.apache.spark.sql.types.StructType.fromDDL(STATS_DDL)
-    frame = DataFrame(session._jsparkSession.internalCreateDataFrame(stats, schema, False), session)
-    return [row.asDict() for row in frame.collect()]
+
+
+def refusal(exc: BaseException) -> dict | None:
+    """The data of the JVM writer's refusal that failed the job `exc` reports (the last one), else None."""
+    found = _REFUSAL.findall(str(exc))
+    return json.loads(found[-1]) if found else None
+
+
+def raise_refusal(
+    exc: BaseException, config: Config, batch_id: int, layout: Layout, provenance: Provenance
+) -> None:
+    """Raise the Python path's error for the JVM writer's refusal in `exc`; nothing where there is none."""
+    found = refusal(exc)
+    if found is None:
+        return
+    error = _error(found, config, batch_id, layout, provenance)
+    raise error from exc
+
+
+def _error(r: dict, config: Config, batch_id: int, layout: Layout, provenance: Provenance) -> EosError:
+    name, topic, partition = r["error"], r.get("topic"), r.get("partition")
+    if name == "ForeignOffsetError":
+        try:
+            _offsets.check_stamps(config, {(topic, partition): Committed(r["offset"], r["metadata"])})
+        except EosError as error:
+            return error
+    scope = PartitionScope.of(config, topic, partition, batch_id)
+    if name == "CommitLostError":
+        entry = Committed(r["offset"], r["metadata"])
+        lost = [tuple(item) for item in r["lost"]]
+        return commit_lost(scope, entry, _offsets.fields(r["metadata"]), r["written"], lost)
+    if name == "InputGapError":
+        return _input.gap_error(scope, r["committed"], r["reset_from"], r["resumes_at"], r["unseen"])
+    if name == "InputOrderError":
+        build = _arrow.two_runs if r["kind"] == "two_runs" else _arrow.not_increasing
+        return build((topic, partition), r["offset"])
+    if name == "InputCoordinateError":
+        source = r.get("source")
+        truth = (
+            _input.read_from(provenance.partitions[source])
+            if source is not None and provenance.partitions is not None
+            else "the Kafka source gives every record a topic, partition and offset"
+        )
+        return _input.coordinate_error(topic, partition, r["offset"], r["column"], truth, layout)
+    if name == "ProduceError":
+        kind, offset = r["kind"], r.get("offset")
+        if kind == "no_topic":
+            reason = "output record has no topic and no output_topic is configured"
+            return ProduceError(reason, topic=topic, partition=partition, offset=offset)
+        if kind == "unwritable":
+            reason = _topics.unwritable_reason(r["output_topic"], r["why"], r["detail"])
+            return ProduceError(reason, topic=topic, partition=partition, offset=offset)
+        if kind == "timestamp":
+            return _collector.before_1970(r["output_topic"], r["timestamp"], topic, partition, offset)
+        if r.get("poison"):
+            return _collector.refused(r["output_topic"], r["reason"], topic, partition, offset, True)
+        return TransactionAbortableError(f"delivery to {r['output_topic']!r} failed: {r['reason']}")
+    return EosError(f"the JVM writer refused: {r}")

@@ -1,19 +1,19 @@
-"""The JVM writer (eos/_spark/jvm/PassThrough.java) on the real broker and real Spark: output equal to
-the input read back read_committed, a batch re-run on the same checkpoint skipped by the committed
-offsets, the stamp the Python path reads as its own, and a foreign offset refused."""
+"""The JVM data path (`data_path`, eos/_spark/jvm) through `eos.sink` on the real broker and real Spark:
+output equal to the input read back read_committed, a batch re-run on the same checkpoint skipped by the
+committed offsets, the stamps the Python path reads as its own (and the other way round: a query that
+changes path between runs stays exactly once), what keeps a query on the Python path, and the JVM
+writer's refusals raised as the Python path's own errors."""
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 import eos
 from eos import testing
-from eos._core._arrow import Layout
 from eos._kafka import _offsets
 from eos._spark import _jvm_writer
+from eos.errors import ConfigError
 
 PARTITIONS = 4
 PER_PARTITION = 2_000
@@ -27,76 +27,115 @@ def seeded(bootstrap, names):
     return source, output, testing.produce_sequence(bootstrap, source, PARTITIONS, PER_PARTITION)
 
 
-def _run(spark, config, source, checkpoint, stats, before_start=lambda: None):
+@pytest.fixture(autouse=True)
+def jar(spark):
     if not _jvm_writer.available(spark):
         pytest.skip("the JVM writer needs eos's jar (make setup)")
-    layout = Layout(value="value", key="key")
 
-    def each_batch(df, batch_id):
-        selected = df.select("key", "value", "topic", "partition", "offset")
-        stats.append(_jvm_writer.write(selected, config, batch_id, layout))
 
-    df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=3_000)
+def _config(bootstrap, app, output, **more):
+    settings = dict(processing_guarantee="exactly_once", commit_every=500, data_path="jvm")
+    return eos.Config(bootstrap_servers=bootstrap, app_id=app, output_topic=output, **{**settings, **more})
+
+
+def _run(spark, config, source, checkpoint, before_start=lambda: None, per_trigger=3_000, **sink):
+    summaries = []
+    options = {} if per_trigger is None else {"maxOffsetsPerTrigger": per_trigger}
+    df = eos.read_stream(spark, config, [source], **options)
     before_start()
     query = (
-        df.writeStream.foreachBatch(each_batch)
+        df.writeStream.foreachBatch(eos.sink(config, on_batch=summaries.append, **sink))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
+    return summaries
+
+
+def _forget_last_batch(checkpoint) -> None:
+    """The last batch's commit log entry lost, as after a driver crash that followed the write."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
 
 
 def test_output_equals_input_and_a_rerun_batch_writes_nothing_twice(
     spark, bootstrap, names, seeded, tmp_path
 ):
     source, output, sent = seeded
-    config = eos.Config(
-        bootstrap_servers=bootstrap,
-        app_id=names("app"),
-        output_topic=output,
-        processing_guarantee="exactly_once",
-        commit_every=500,
-    )
-    checkpoint, stats = tmp_path / "ckpt", []
-    _run(spark, config, source, checkpoint, stats)
+    config = _config(bootstrap, names("app"), output)
+    checkpoint = tmp_path / "ckpt"
+    summaries = _run(spark, config, source, checkpoint)
+    assert {s.data_path for s in summaries} == {"jvm"}, summaries
+    assert sum(s.records_out for s in summaries) == PARTITIONS * PER_PARTITION
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
-    rows = [row for batch in stats for row in batch]
-    assert sum(r["records_out"] for r in rows) == PARTITIONS * PER_PARTITION
-    assert all(r["transactions"] >= 1 for r in rows if r["records_out"])
     entries = _offsets.committed_entries(config, [(source, p) for p in range(PARTITIONS)])
     for p in range(PARTITIONS):
         offset, metadata = entries[(source, p)].offset, entries[(source, p)].metadata
         assert offset == PER_PARTITION and _offsets.is_own(config, metadata), (offset, metadata)
         assert f";w={output}:" in metadata, metadata  # the witnesses of its last transaction
 
-    # the last batch's commit log entry lost, as after a driver crash that followed the write
-    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    (checkpoint / "commits" / str(last)).unlink()
-    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
-    rerun = []
-    _run(spark, config, source, checkpoint, rerun)
-    rows = [row for batch in rerun for row in batch]
+    _forget_last_batch(checkpoint)
+    rerun = _run(spark, config, source, checkpoint)
+    rows = [row for s in rerun for row in s.per_partition]
     assert rows and all(r["skipped"] == r["records_in"] > 0 and r["records_out"] == 0 for r in rows), rows
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
 
 
-def test_an_offset_another_app_committed_is_refused(spark, bootstrap, names, seeded, tmp_path):
+@pytest.mark.parametrize("first,then", [("jvm", "python"), ("python", "jvm")])
+def test_a_query_that_changes_path_between_runs_stays_exactly_once(
+    spark, bootstrap, names, seeded, tmp_path, first, then
+):
+    """Each path takes the other's committed offsets, stamps and witnesses as its own."""
+    source, output, sent = seeded
+    app, checkpoint = names("app"), tmp_path / "ckpt"
+    ran = _run(spark, _config(bootstrap, app, output, data_path=first), source, checkpoint, per_trigger=None)
+    assert {s.data_path for s in ran} == {first}
+    _forget_last_batch(checkpoint)  # the next run redoes the last batch on the other path: all skipped
+    ran = _run(spark, _config(bootstrap, app, output, data_path=then), source, checkpoint)
+    assert {s.data_path for s in ran} == {then}
+    assert sum(s.skipped for s in ran) > 0 and sum(s.records_out for s in ran) == 0, ran
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+
+def test_an_offset_another_app_committed_is_refused_as_the_python_path_refuses_it(
+    spark, bootstrap, names, seeded, tmp_path
+):
     source, output, _ = seeded
     app = names("app")
-    config = eos.Config(
-        bootstrap_servers=bootstrap, app_id=app, output_topic=output, processing_guarantee="exactly_once"
-    )
+    config = _config(bootstrap, app, output)
 
     def intrude():  # after eos.read_stream's own check: the writer's is the one that must refuse it
         intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": app})  # no eos stamp
         intruder.commit(offsets=[TopicPartition(source, 0, 10)], asynchronous=False)
         intruder.close()
 
-    with pytest.raises(Exception, match=f"eos.errors.ForeignOffsetError: input partition {source}/0"):
-        _run(spark, config, source, tmp_path / "ckpt", [], intrude)
+    message = f"eos.errors.ForeignOffsetError: group '{app}' has offset 10 committed for input partition {source}/0 without an eos stamp"
+    with pytest.raises(Exception, match=message):
+        _run(spark, config, source, tmp_path / "ckpt", intrude)
     records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
-    assert not [r for r in records if testing.parse_value(r.value)[1] == 0]
-    shutil.rmtree(tmp_path / "ckpt", ignore_errors=True)
+    assert not [r for r in records if testing.parse_value(r.value)[0] == 0]
+
+
+def test_what_the_jvm_writer_cannot_write_stays_on_the_python_path(spark, bootstrap, names, seeded, tmp_path):
+    source, output, sent = seeded
+    app = names("app")
+    refused = "data_path': 'jvm' cannot write this query: the query has a process function"
+    with pytest.raises(ConfigError, match=refused):
+        eos.sink(_config(bootstrap, app, output), process=lambda row, state: [row])
+    summaries = _run(
+        spark,
+        _config(bootstrap, app, output, data_path="auto"),
+        source,
+        tmp_path / "b",
+        process=lambda row, state: [eos.Output(row["value"], key=row["key"])],
+    )
+    assert {s.data_path for s in summaries} == {"python"}
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+    with pytest.raises(ConfigError, match="data_path"):
+        _config(bootstrap, app, output, data_path="scala")

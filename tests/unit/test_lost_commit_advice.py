@@ -7,7 +7,7 @@ import re
 import shlex
 
 from eos import _names
-from eos._core._incarnation import _lost
+from eos._core._incarnation import commit_lost as _lost
 from eos._kafka import _offsets
 from eos._scope import PartitionScope
 from eos.cli._main import build_parser

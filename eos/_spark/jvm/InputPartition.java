@@ -1,0 +1,373 @@
+/*
+ * Steps 1-7 of docs/protocol.md for one input topic-partition of one task, in the JVM: the reference is
+ * the Python path's (eos/_core/_incarnation.py, _fence.py, _task.py, _transaction.py), and each step here
+ * names the step it mirrors. What a check refuses goes to the driver as a Refusal (its data), where the
+ * Python path's own error is raised with its own words.
+ */
+package eos.spark;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/** One input partition's rows of a task, written exactly once. */
+final class InputPartition {
+  /** How long a kept producer waits for a stable committed offset before it is replaced (Python: PROBE_S). */
+  private static final Duration PROBE = Duration.ofSeconds(1);
+
+  private final Spec s;
+  final String topic;
+  final int partition;
+  private final TopicPartition tp;
+  private final String tid;
+  private final long t0 = System.nanoTime();
+  private KafkaProducer<byte[], byte[]> producer;
+  private boolean open;
+  private long opened;
+  private Long committed;
+  private Long committedBefore;
+  private String lastStamp;
+  private long firstOffset = -1;
+  private long lastOffset = -1;
+  private long recordsIn;
+  private long skipped;
+  private long recordsOut;
+  private long transactions;
+  private long aborted;
+  private long producersCreated;
+  private long producersReplaced;
+  private long inTransaction;
+  private double initSeconds;
+  private double offsetsSeconds;
+  private double checkSeconds;
+  private double flushSeconds;
+  private double sendOffsetsSeconds;
+  private double endSeconds;
+  private double commitMax;
+  private double commitTotal;
+  private double startSeconds;
+  private final Map<TopicPartition, Long> witnesses = new HashMap<>();
+  private final java.util.Set<String> checked = new java.util.HashSet<>();
+  private final AtomicReference<Object[]> failed = new AtomicReference<>();
+
+  InputPartition(Spec s, String topic, int partition) {
+    this.s = s;
+    this.topic = topic;
+    this.partition = partition;
+    this.tp = new TopicPartition(topic, partition);
+    this.tid = s.appId + ":" + topic + ":" + partition;
+  }
+
+  /** Steps 1-3 (and the reset check), before any row of this partition is skipped or written; `first`:
+   * the offset of the task's first row of it. */
+  void start(long first) {
+    // 1. A producer that has fenced every older incarnation: the JVM's kept one, or a fresh one.
+    Producers.Kept kept = Producers.take(tid);
+    OffsetAndMetadata found;
+    if (kept != null) {
+      producer = kept.producer;
+      found = committedOffset(PROBE);
+      // 2. A kept producer is trusted only where the committed stamp is its own last commit: another
+      // incarnation committed since (it may have fenced this one), or the offset is not stable yet.
+      if (found == UNSTABLE || found == null || !kept.stamp.equals(Stamp.clean(found.metadata()))) {
+        kept.producer.close(Duration.ZERO);
+        producersReplaced++;
+        producer = fresh();
+        found = committedOffset(Duration.ofMillis(s.timeoutMs));
+      }
+    } else {
+      producer = fresh();
+      found = committedOffset(Duration.ofMillis(s.timeoutMs));
+    }
+    if (found == UNSTABLE) {
+      throw new TimeoutException(
+          "reading the committed offset of " + tp + ": a transaction holding it is still open after "
+              + s.timeoutMs + " ms");
+    }
+    String metadata = found == null ? null : Stamp.clean(found.metadata());
+    // 3. The committed offset is this app's own (or an operator's reset), else nothing is skipped.
+    if (found != null && !s.acceptForeign && !Stamp.isOwn(s.appId, s.out, metadata)) {
+      throw Refusal.of(
+          "ForeignOffsetError", "topic", topic, "partition", partition, "offset", found.offset(),
+          "metadata", metadata);
+    }
+    committed = found == null ? null : found.offset();
+    committedBefore = committed;
+    // 3b. The transaction that committed it is visible on every partition it wrote to.
+    Map<TopicPartition, Long> named = Stamp.witnesses(metadata);
+    if (!named.isEmpty() && !Producers.isProven(tid, metadata)) {
+      long t = System.nanoTime();
+      Reads.Verdict verdict = Reads.invisible(s, named);
+      checkSeconds += (System.nanoTime() - t) / 1e9;
+      if (!verdict.aborted.isEmpty()) {
+        throw Refusal.of(
+            "CommitLostError", "topic", topic, "partition", partition, "offset", found.offset(),
+            "metadata", metadata, "written", named.size(), "lost", verdict.aborted);
+      }
+      Producers.proven(tid, metadata);
+    }
+    // The reset check: an operator set the offset back, and this run resumes past it.
+    Long resetFrom = Stamp.resetFrom(metadata);
+    Long readStart = s.readStart(topic, partition);
+    long resumesAt = readStart != null ? readStart : first;
+    if (resetFrom != null && committed != null && resumesAt > committed
+        && !(0 <= resetFrom && resumesAt < resetFrom)) {
+      Long unseen = Reads.unseenRecord(s, tp, committed, resumesAt);
+      if (unseen != null) {
+        throw Refusal.of(
+            "InputGapError", "topic", topic, "partition", partition, "committed", committed,
+            "reset_from", resetFrom, "resumes_at", resumesAt, "unseen", unseen);
+      }
+    }
+    startSeconds = (System.nanoTime() - t0) / 1e9;
+  }
+
+  /** What committedOffset answers where the wait ran out (compared by identity). */
+  private static final OffsetAndMetadata UNSTABLE = new OffsetAndMetadata(0L, "not stable");
+
+  private KafkaProducer<byte[], byte[]> fresh() {
+    Properties props = new Properties();
+    props.putAll(s.producer);
+    props.put("transactional.id", tid);
+    KafkaProducer<byte[], byte[]> made = new KafkaProducer<>(props);
+    long t = System.nanoTime();
+    try {
+      made.initTransactions();
+    } catch (RuntimeException e) {
+      made.close(Duration.ZERO);
+      throw e;
+    }
+    initSeconds += (System.nanoTime() - t) / 1e9;
+    producersCreated++;
+    return made;
+  }
+
+  /** The committed offset read stable (KIP-447: the classic consumer waits out an open transaction
+   * holding it), null where none; UNSTABLE where `wait` ran out first. */
+  private OffsetAndMetadata committedOffset(Duration wait) {
+    long t = System.nanoTime();
+    KafkaConsumer<byte[], byte[]> consumer = Producers.consumer(s.consumer);
+    try {
+      synchronized (consumer) { // a KafkaConsumer is not thread-safe
+        return consumer.committed(Collections.singleton(tp), wait).get(tp);
+      }
+    } catch (TimeoutException e) {
+      return UNSTABLE;
+    } finally {
+      offsetsSeconds += (System.nanoTime() - t) / 1e9;
+    }
+  }
+
+  /** Steps 5-7 for one row. */
+  void write(InternalRow row, long offset) {
+    recordsIn++;
+    if (committed != null && offset < committed) { // 5. written already: skipped, counted
+      skipped++;
+      return;
+    }
+    if (firstOffset < 0) {
+      firstOffset = offset;
+    }
+    String to = s.outTopic >= 0 && !row.isNullAt(s.outTopic) ? row.getUTF8String(s.outTopic).toString() : s.outputTopic;
+    if (to == null) {
+      throw Refusal.of("ProduceError", "kind", "no_topic", "topic", topic, "partition", partition, "offset", offset);
+    }
+    if (!checked.contains(to)) { // before the first record to it (eos/_kafka/_collector.py's _check_topic)
+      String[] why = Producers.unwritable(s.client, to, s.timeoutMs);
+      if (why != null) {
+        throw Refusal.of(
+            "ProduceError", "kind", "unwritable", "why", why[0], "detail", why[1], "output_topic", to,
+            "topic", topic, "partition", partition, "offset", offset);
+      }
+      checked.add(to);
+    }
+    Integer toPartition = null;
+    if (s.outPartition >= 0 && !row.isNullAt(s.outPartition)) {
+      toPartition = row.getInt(s.outPartition);
+    }
+    Long timestamp = null;
+    if (s.outTimestamp >= 0 && !row.isNullAt(s.outTimestamp)) {
+      timestamp =
+          "timestamp".equals(s.timestampKind)
+              ? Math.floorDiv(row.getLong(s.outTimestamp), 1000L)
+              : "int".equals(s.timestampKind) ? (long) row.getInt(s.outTimestamp) : row.getLong(s.outTimestamp);
+      if (timestamp < 0) {
+        throw Refusal.of(
+            "ProduceError", "kind", "timestamp", "output_topic", to, "timestamp", timestamp, "topic", topic,
+            "partition", partition, "offset", offset);
+      }
+    }
+    byte[] key = s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
+    byte[] value = row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
+    RecordHeaders headers = null;
+    if (s.headers >= 0 && !row.isNullAt(s.headers)) {
+      ArrayData array = row.getArray(s.headers);
+      if (array.numElements() > 0) {
+        headers = new RecordHeaders();
+        for (int i = 0; i < array.numElements(); i++) {
+          InternalRow header = array.getStruct(i, 2);
+          headers.add(
+              new RecordHeader(
+                  header.getUTF8String(0).toString(), header.isNullAt(1) ? null : header.getBinary(1)));
+        }
+      }
+    }
+    if (!open) { // the transaction begins at its first record (Kafka Streams' maybeBeginTransaction)
+      producer.beginTransaction();
+      open = true;
+      opened = System.nanoTime();
+    }
+    final String out = to;
+    producer.send(
+        new ProducerRecord<>(to, toPartition, timestamp, key, value, headers),
+        (metadata, exc) -> {
+          if (exc != null) {
+            failed.compareAndSet(null, new Object[] {exc, out, offset});
+          } else {
+            synchronized (witnesses) {
+              witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
+            }
+          }
+        });
+    recordsOut++;
+    inTransaction++;
+    lastOffset = offset;
+    if (inTransaction >= s.commitEvery || (System.nanoTime() - opened) / 1_000_000 >= s.commitIntervalMs) {
+      commit();
+    }
+  }
+
+  private static byte[] bytes(InternalRow row, int i, boolean string) {
+    return string ? row.getUTF8String(i).getBytes() : row.getBinary(i);
+  }
+
+  /** Step 7: outputs delivered (7b), the next input offset stamped with the witnesses and sent (7c), the
+   * transaction committed (7d). */
+  private void commit() {
+    long t = System.nanoTime();
+    producer.flush();
+    flushSeconds += (System.nanoTime() - t) / 1e9;
+    Object[] refused = failed.get();
+    if (refused != null) {
+      Exception exc = (Exception) refused[0];
+      boolean poison = exc instanceof RecordTooLargeException || exc instanceof RecordBatchTooLargeException;
+      throw Refusal.of(
+          "ProduceError", exc, "kind", "refused", "output_topic", refused[1], "reason", String.valueOf(exc.getMessage()),
+          "topic", topic, "partition", partition, "offset", refused[2], "poison", poison);
+    }
+    Map<TopicPartition, Long> seen;
+    synchronized (witnesses) {
+      seen = new HashMap<>(witnesses);
+      witnesses.clear();
+    }
+    String stamp = Stamp.of(s.appId, s.out, committed, seen);
+    long next = lastOffset + 1;
+    long t1 = System.nanoTime();
+    producer.sendOffsetsToTransaction(
+        Collections.singletonMap(tp, new OffsetAndMetadata(next, stamp)), new ConsumerGroupMetadata(s.appId));
+    long t2 = System.nanoTime();
+    producer.commitTransaction();
+    long t3 = System.nanoTime();
+    sendOffsetsSeconds += (t2 - t1) / 1e9;
+    endSeconds += (t3 - t2) / 1e9;
+    double seconds = (t3 - t) / 1e9;
+    commitMax = Math.max(commitMax, seconds);
+    commitTotal += seconds;
+    open = false;
+    transactions++;
+    inTransaction = 0;
+    committed = next;
+    lastStamp = stamp;
+    Producers.proven(tid, stamp); // seen committed by this JVM: no read-back when it starts from it
+  }
+
+  /** The last transaction committed, the producer kept for the JVM's next task; the stats row. */
+  InternalRow finish() {
+    if (open) {
+      commit();
+    }
+    if (lastStamp != null) {
+      Producers.keep(tid, producer, lastStamp, s.maxProducers);
+    } else {
+      producer.close(Duration.ZERO); // it committed nothing: the next task cannot trust it (step 2)
+    }
+    producer = null;
+    return stats();
+  }
+
+  /** After an error: the open transaction aborted where the producer still can, the producer closed. */
+  void fail() {
+    if (producer == null) {
+      return;
+    }
+    if (open) {
+      try {
+        producer.abortTransaction();
+        aborted++;
+      } catch (RuntimeException ignored) {
+        // fenced or fatal: the next incarnation's initTransactions aborts it
+      }
+    }
+    producer.close(Duration.ZERO);
+    producer = null;
+  }
+
+  private InternalRow stats() {
+    TaskContext task = TaskContext.get();
+    String executor = task == null ? null : task.getLocalProperty("eos.executor");
+    String placed = task == null ? null : task.getLocalProperty("eos.executor.placed");
+    List<Object> v = new ArrayList<>();
+    v.add(UTF8String.fromString(topic));
+    v.add(partition);
+    v.add(UTF8String.fromString(tid));
+    v.add(recordsIn);
+    v.add(skipped);
+    v.add(recordsOut);
+    v.add(transactions);
+    v.add(aborted);
+    v.add(0L); // redos
+    v.add(producersReplaced);
+    v.add(producersCreated);
+    v.add(commitMax);
+    v.add(commitTotal);
+    v.add(firstOffset < 0 ? null : firstOffset);
+    v.add(lastOffset < 0 ? null : lastOffset);
+    v.add(committedBefore);
+    v.add(0L); // restored
+    v.add(0L); // snapshots_restored
+    v.add(0L); // snapshots_taken
+    v.add(0L); // dead_letters
+    v.add(executor == null ? null : UTF8String.fromString(executor));
+    v.add(executor != null && executor.equals(placed) ? 1L : 0L);
+    v.add((System.nanoTime() - t0) / 1e9);
+    v.add(startSeconds);
+    v.add(initSeconds);
+    v.add(offsetsSeconds);
+    v.add(checkSeconds);
+    v.add(flushSeconds);
+    v.add(sendOffsetsSeconds);
+    v.add(endSeconds);
+    return new GenericInternalRow(v.toArray());
+  }
+}
