@@ -13,13 +13,13 @@ import json
 import re
 from typing import Any
 
+from eos import _names
 from eos._core import _arrow, _input
 from eos._core._arrow import Layout
 from eos._core._incarnation import commit_lost
 from eos._core._input import Provenance
 from eos._core._spec import Functions
 from eos._core._stats import STATS_DDL
-from eos import _names
 from eos._kafka import _collector, _java, _offsets, _topics
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
