@@ -201,6 +201,7 @@ class Bench:
         """`stateful`: None, "rows" (process, one row at a time) or "batch" (process_batch); `spark_conf`:
         session settings for this row only (a streaming query copies them when it starts); `settings`:
         more Config fields."""
+        settings.setdefault("data_path", "python")  # the Python path's rows stay there; 3j, 2j ask for "jvm"
         config = self.config(row, guarantee, output_topic=out, **settings)
         commits = self.work / f"commits-{uuid.uuid4().hex[:8]}.jsonl"
         summaries = self.work / f"summaries-{uuid.uuid4().hex[:8]}.jsonl"
@@ -209,9 +210,9 @@ class Bench:
             kw = {"process": count_per_key, "stores": {"counts": "json"}}
         elif stateful == "batch":
             kw = {"process_batch": count_per_key_batch, "stores": {"counts": "json"}}
-        sink = eos.sink(
-            config, on_commit=CommitLog(str(commits)), on_batch=partial(append_summary, str(summaries)), **kw
-        )
+        # on_commit runs in the Python tasks: a JVM-path row (data_path="jvm") has none
+        on_commit = None if config.data_path == "jvm" else CommitLog(str(commits))
+        sink = eos.sink(config, on_commit=on_commit, on_batch=partial(append_summary, str(summaries)), **kw)
         profile = row if self.profiling else None
         source = self._source(config, batch, connect)
         session = source.sparkSession
@@ -391,22 +392,15 @@ class Bench:
         return self._run_query(writer, "eos_exactly_once_format" if self.profiling else None)
 
     def _jvm_row(self, row: str, out: str, batch: int | None = None) -> dict:
-        """The JVM writer's data path alone (eos/_spark/_jvm_writer.py): each batch handed to it as the
-        source read it, without the sink's driver checks (D1-D3), to measure the thinnest writer first."""
-        from eos._core._arrow import Layout
-        from eos._spark import _jvm_writer
-
-        config = self.config(row, "exactly_once", output_topic=out)
-        layout = Layout(value="value", key="key")
-
-        def each_batch(df, batch_id):
-            selected = df.select("key", "value", "topic", "partition", "offset")
-            _jvm_writer.write(selected, config, batch_id, layout)
-
-        return self._run_query(self._source(config, batch).writeStream.foreachBatch(each_batch))
+        """Row 3 on the JVM data path (`data_path="jvm"`): the sink's driver checks, the rows written by
+        the executors' Kafka client."""
+        return self._eos_row(row, out, "exactly_once", batch=batch, data_path="jvm")
 
     def row_eos_exactly_once_jvm(self, out: str) -> dict:
         return self._jvm_row("eos_exactly_once_jvm", out)
+
+    def row_eos_at_least_once_jvm(self, out: str) -> dict:
+        return self._eos_row("eos_at_least_once_jvm", out, "at_least_once", data_path="jvm")
 
     def row_eos_exactly_once_jvm_small_batch(self, out: str) -> dict:
         return self._jvm_row("eos_exactly_once_jvm_small_batch", out, self.args.batch // 10)

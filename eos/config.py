@@ -296,8 +296,8 @@ class Config:
     #: records) where the outputs go to one topic with no headers, partition or timestamp column; false:
     #: one confluent-kafka produce() per record, as at_least_once always does.
     arrow_produce: bool = attrs.field(default=True, validator=_boolean)
-    #: Which code writes a pass-through batch (no process, process_batch, on_commit, stores, serializers
-    #: or deserializers; exactly_once, on_error "fail", input_mode "kafka"): "jvm", the executors' own
+    #: Which code writes a pass-through batch (no process, process_batch, on_commit, stores, serializers,
+    #: deserializers or producer settings; on_error "fail", input_mode "kafka"): "jvm", the executors' own
     #: Kafka client, the rows never entering Python (a classic session, eos's jar loaded); "python", the
     #: Python workers; "auto", the JVM where the query can take it, else Python (logged once, with why).
     data_path: str = "auto"

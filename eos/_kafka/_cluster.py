@@ -28,6 +28,18 @@ def broker_settings(config: Config, names: tuple[str, ...]) -> dict[str, str]:
     return {name: value for name, value in found.items() if value is not None}
 
 
+def topic_setting(config: Config, topic: str, name: str) -> str | None:
+    """The value of topic `topic`'s setting `name` (None: not reported, or no DESCRIBE_CONFIGS)."""
+    timeout = config.operation_timeout_ms / 1000
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        entries = _clients.admin(config).describe_configs([resource], request_timeout=timeout)[resource]
+        entry = entries.result(timeout).get(name)
+    except KafkaException:
+        return None
+    return None if entry is None else entry.value
+
+
 def check_transaction_timeout(config: Config) -> None:
     """transaction_timeout_ms must not exceed the broker's transaction.max.timeout.ms: every producer's
     init_transactions would fail, after the query started."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 from eos import _names
@@ -20,7 +21,7 @@ from eos._core._incarnation import commit_lost
 from eos._core._input import Provenance
 from eos._core._spec import Functions
 from eos._core._stats import STATS_DDL
-from eos._kafka import _collector, _java, _offsets, _topics
+from eos._kafka import _cluster, _collector, _java, _offsets, _topics
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
 from eos._spark._affinity import _Jvm
@@ -39,8 +40,6 @@ def available(session: Any) -> bool:
 
 def ineligible(config: Config, functions: Functions) -> str | None:
     """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do (yet)."""
-    if not config.exactly_once:
-        return "processing_guarantee is at_least_once (the JVM writer writes exactly_once only)"
     if config.input_mode != "kafka":
         return "input_mode is 'any'"
     if config.on_error != "fail":
@@ -53,6 +52,8 @@ def ineligible(config: Config, functions: Functions) -> str | None:
     for name in ("key_serializer", "value_serializer", "key_deserializer", "value_deserializer"):
         if getattr(config, name, None) is not None:
             return f"{name} is set"
+    if config.producer:
+        return "producer settings are set (librdkafka's, which the JVM's Kafka client does not take)"
     return None
 
 
@@ -96,7 +97,8 @@ def write(selected: Any, config: Config, batch_id: int, layout: Layout, provenan
     jvm = _Jvm.of(session)
     if jvm is None:
         raise RuntimeError("the JVM writer needs a classic session and eos's jar")
-    spec = plan(config, batch_id, layout, provenance, selected.schema)
+    limit = _record_limit(config)
+    spec = plan(config, batch_id, layout, provenance, selected.schema, limit)
     writer = jvm._new(_CLASS, json.dumps(spec))
     rows = selected._jdf.queryExecution().toRdd()
     stats = rows.toJavaRDD().mapPartitions(writer, True).rdd()
@@ -110,8 +112,38 @@ def write(selected: Any, config: Config, batch_id: int, layout: Layout, provenan
     return [row.asDict() for row in collected]
 
 
-def plan(config: Config, batch_id: int, layout: Layout, provenance: Provenance, schema: Any) -> dict:
-    """The batch's plan as the JVM writer reads it (eos/_spark/jvm/Spec.java)."""
+#: the output topic's record batch limit, by (bootstrap servers, topic): (asked at, bytes or None)
+_limits: dict[tuple[str, str], tuple[float, int | None]] = {}
+_LIMIT_TTL_S = 300.0
+
+
+def _record_limit(config: Config) -> int | None:
+    """The output topic's max.message.bytes, asked once every few minutes: the Java client splits a record
+    batch the broker refuses as too large into batches of its own batch.size, which a topic below that
+    refuses again, until delivery.timeout.ms; a producer that never builds a batch above the topic's
+    limit refuses a record too large at once instead, naming it (the Python path's client is told so by
+    the broker at once)."""
+    if config.output_topic is None:
+        return None
+    key = (config.bootstrap_servers, config.output_topic)
+    asked, limit = _limits.get(key, (0.0, None))
+    if time.monotonic() - asked > _LIMIT_TTL_S:
+        value = _cluster.topic_setting(config, config.output_topic, "max.message.bytes")
+        limit = int(value) if value is not None and value.isdigit() else None
+        _limits[key] = (time.monotonic(), limit)
+    return limit
+
+
+def plan(
+    config: Config,
+    batch_id: int,
+    layout: Layout,
+    provenance: Provenance,
+    schema: Any,
+    limit: int | None = None,
+) -> dict:
+    """The batch's plan as the JVM writer reads it (eos/_spark/jvm/Spec.java); `limit`: the output topic's
+    max.message.bytes, which no record batch the JVM's producers build may exceed."""
     fields = {f.name: (i, f.dataType.simpleString()) for i, f in enumerate(schema.fields)}
     roles = {
         "key": layout.key,
@@ -134,6 +166,8 @@ def plan(config: Config, batch_id: int, layout: Layout, provenance: Provenance, 
     own = _offsets.stamp(config)
     return {
         "app_id": config.app_id,
+        "group": _names.input_group(config.app_id),
+        "exactly_once": config.exactly_once,
         "out": own.split(";out=", 1)[1],
         "output_topic": config.output_topic,
         "restore_group": _names.restore_group(config.app_id),
@@ -157,8 +191,23 @@ def plan(config: Config, batch_id: int, layout: Layout, provenance: Provenance, 
             "transaction.timeout.ms": str(config.transaction_timeout_ms),
             "delivery.timeout.ms": str(config.transaction_timeout_ms),
             "request.timeout.ms": str(min(30_000, config.transaction_timeout_ms - 5)),
+            **(
+                {}
+                if limit is None
+                else {"max.request.size": str(min(limit, 1 << 20)), "batch.size": str(min(limit, 16_384))}
+            ),
         },
     }
+
+
+#: the Java client's exceptions for a record refused for good, in librdkafka's words
+_JAVA_REFUSALS = {
+    "RecordTooLargeException": "Broker: Message size too large",
+    "RecordBatchTooLargeException": "Broker: Message size too large",
+    "InvalidTimestampException": "Broker: Invalid timestamp",
+    "InvalidRecordException": "Broker: Invalid record",
+    "CorruptRecordException": "Broker: Corrupt message",
+}
 
 
 def refusal(exc: BaseException) -> dict | None:
@@ -213,7 +262,10 @@ def _error(r: dict, config: Config, batch_id: int, layout: Layout, provenance: P
             return ProduceError(reason, topic=topic, partition=partition, offset=offset)
         if kind == "timestamp":
             return _collector.before_1970(r["output_topic"], r["timestamp"], topic, partition, offset)
+        reason = r["reason"]
+        if r.get("exception") in _JAVA_REFUSALS:  # in the words the Python path's client uses
+            reason = f"{_JAVA_REFUSALS[r['exception']]} ({reason})"
         if r.get("poison"):
-            return _collector.refused(r["output_topic"], r["reason"], topic, partition, offset, True)
-        return TransactionAbortableError(f"delivery to {r['output_topic']!r} failed: {r['reason']}")
+            return _collector.refused(r["output_topic"], reason, topic, partition, offset, True)
+        return TransactionAbortableError(f"delivery to {r['output_topic']!r} failed: {reason}")
     return EosError(f"the JVM writer refused: {r}")

@@ -6,7 +6,8 @@ Per input partition (labels app_id, topic, partition): the records of each batch
 already committed, dead letters), transactions, aborts, redos, state records restored, seconds spent
 committing, and the input lag after the batch (the partition's stable end minus the offset eos
 committed; input_mode "kafka"). input_mode "any" labels its parts as partitions of its progress topic.
-Per app: batches, the last batch id, and each batch's seconds (a histogram).
+Per app: batches (and of them, those the JVM data path wrote), the last batch id, and each batch's
+seconds (a histogram).
 
 The lag figure costs one ListOffsets request per batch for every input partition the query's run has
 written (`Lags`), bounded by LAG_TIMEOUT_S: a cluster that does not answer by then (a leader down, no
@@ -79,6 +80,9 @@ def enable(port: int, field: str = "metrics_port") -> None:
                 labels,
             )
             _families["eos_batches"] = client.Counter("eos_batches", "micro-batches written", ("app_id",))
+            _families["eos_jvm_batches"] = client.Counter(
+                "eos_jvm_batches", "micro-batches whose rows the JVM data path wrote (data_path)", ("app_id",)
+            )
             _families["eos_last_batch_id"] = client.Gauge(
                 "eos_last_batch_id", "the id of the last micro-batch written", ("app_id",)
             )
@@ -163,6 +167,8 @@ def count(app: str, summary, batches: int = 1) -> None:
                 _families[name].labels(*labels).inc(value)
     if batches:  # 0: figures of tasks whose batch never completed (a failed epoch's)
         _families["eos_batches"].labels(app).inc(batches)
+        if getattr(summary, "data_path", "python") == "jvm":
+            _families["eos_jvm_batches"].labels(app).inc(batches)
         _families["eos_last_batch_id"].labels(app).set(summary.batch_id)
         _families["eos_batch_seconds"].labels(app).observe(summary.seconds)
 

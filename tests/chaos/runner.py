@@ -245,7 +245,9 @@ class Chaos:
 
     def run(self, guarantee: str, pipeline: str, plan: list[Incarnation]) -> dict:
         """`pipeline`: "stateless" (pass-through), "stateful" (a running count per key) through
-        `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`."""
+        `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`; "jvm": the
+        stateless one on the JVM data path (its rows never reach a Python worker: the schedule's Python
+        worker kills SIGKILL the executor JVM that writes instead)."""
         started = time.monotonic()
         stateful = pipeline in ("stateful", "format", "snapshots")
         aggregate = pipeline == "aggregate"
@@ -287,6 +289,7 @@ class Chaos:
                 "EOS_PAUSE_AT": "after_produce" if PAUSES & set(inc.external) else "",
                 "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYTHONFAULTHANDLER": "1",
+                "EOS_DATA_PATH": "jvm" if pipeline == "jvm" else "python",
             }
             if pipeline == "snapshots":  # the stateful pipeline, every store snapshotted after every batch
                 env["EOS_STATE_SNAPSHOT_LOCATION"] = str(run_dir / "snapshots")
@@ -327,6 +330,8 @@ class Chaos:
                     time.sleep(delay)
                 if not proc.running():
                     break
+                if pipeline == "jvm" and fault == "python_worker_kill":
+                    fault = "executor_kill"  # the JVM that writes
                 if self.inject(fault, once):
                     faults[fault] += 1
                 batches = self._wait_batches(proc, summaries, batches + 1, once)

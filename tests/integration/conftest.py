@@ -313,6 +313,46 @@ def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float =
     assert proc.kill(), "the driver ended as the commits came, before the kill"
 
 
+def kill_after_committed(
+    proc: DriverProcess, config, topic: str, partitions: int, more: int, timeout: float = 180
+) -> None:
+    """As `kill_after_commits`, counting the input records the group committed instead of `--commits`
+    lines: the JVM data path has no on_commit. SIGKILL once `more` more input records were committed."""
+    from eos._kafka import _offsets
+
+    def committed() -> int:
+        found = _offsets.committed(config, [(topic, p) for p in range(partitions)], stable=False)
+        return sum(offset or 0 for offset in found.values())
+
+    wanted = committed() + more
+    deadline = time.monotonic() + timeout
+    while committed() < wanted:
+        assert proc.running(), f"the driver ended before {more} more records committed:\n{proc.log_tail()}"
+        assert time.monotonic() < deadline, f"{more} more records were not committed within {timeout}s"
+        time.sleep(0.02)
+    assert proc.kill(), "the driver ended as the commits came, before the kill"
+
+
+def writers_ran(path: str, logs: str, summaries) -> None:
+    """The tasks that wrote ran on the data path `path`, with their output in `logs` (which a test
+    searches for secrets): the Python workers' `partition written` events, or, on the JVM data path, every
+    batch summary's `data_path` (its tasks run in the executors' JVM, whose output `logs` holds too)."""
+    if path == "python":
+        assert "partition written" in logs  # the executors' Python workers' logs are in there
+    else:
+        from tests.support.summaries import read_summaries
+
+        assert {s["data_path"] for s in read_summaries(summaries)} == {"jvm"}
+
+
+def error_text(exc: BaseException) -> str:
+    """What a failed batch tells its user: Spark's exception quoting the error of the Python tasks
+    (`eos.errors.X: ...`), or the JVM data path's own error, named as Python names it."""
+    from eos.errors import EosError
+
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, EosError) else str(exc)
+
+
 def finish(proc: DriverProcess) -> None:
     assert proc.wait() == 0, proc.log_tail()
 

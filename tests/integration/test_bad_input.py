@@ -7,7 +7,7 @@ import json
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from conftest import group_offsets
+from conftest import error_text, group_offsets
 from pyspark.sql import functions as F
 
 import eos
@@ -60,7 +60,7 @@ def _fails_naming_record(spark, bootstrap, committed_half, sink, *expected_text)
     config, source, output, before = committed_half
     with pytest.raises(Exception) as excinfo:
         sink(_batch(spark, bootstrap, source, 100, RECORDS), 1)
-    message = str(excinfo.value)
+    message = error_text(excinfo.value)
     for text in (f"{source}/0@{BAD_OFFSET}", "transaction aborted", *expected_text):
         assert text in message, message[-3000:]
     assert _snapshot(bootstrap, config, source, output) == before

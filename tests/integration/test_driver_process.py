@@ -15,8 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from conftest import finish, kill_after_commits, seed, start_pipeline
+from conftest import finish, kill_after_commits, kill_after_committed, seed, start_pipeline
 
+import eos
 from eos import testing
 from tests.support.processes import DriverProcess
 from tests.support.summaries import read_summaries
@@ -76,31 +77,38 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
 # test_state.py; this test's Connect run took 40 s of make test's 15 minutes (16 min 4 s in all on a clean
 # clone of 32ac434).
 @pytest.mark.slow
-@pytest.mark.long
-@pytest.mark.parametrize("api", ["classic", "connect"])
+@pytest.mark.parametrize(
+    "api", [pytest.param(api, marks=pytest.mark.long) for api in ("classic", "connect")] + ["jvm"]
+)
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
     a batch committed while the batch's other transactions were still being written; every restart
-    re-runs that batch and must skip what was committed. On top, one Python worker SIGKILLs itself
-    after its outputs were produced and before the offsets were sent (F2): Spark retries the task."""
+    re-runs that batch and must skip what was committed. On top, on the Python path, one Python worker
+    SIGKILLs itself after its outputs were produced and before the offsets were sent (F2): Spark retries
+    the task. `jvm`: the JVM data path (no on_commit: the kills follow the group's committed offsets; its
+    crash points kill the JVM itself, tested below)."""
     source, output, sent = seed(bootstrap, names, 3_000)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
     commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
     once.mkdir()
-    env = {
-        "EOS_PROCESSING_GUARANTEE": "exactly_once",
-        "EOS_CRASH_AT": "after_produce",
-        "EOS_CRASH_ONCE_DIR": str(once),
-    }
-    flags = {"max_offsets": 2_000, "commit_every": 100, "commits": commits}
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": "jvm" if api == "jvm" else "python"}
+    if api != "jvm":
+        env.update(EOS_CRASH_AT="after_produce", EOS_CRASH_ONCE_DIR=str(once))
+    flags = {"max_offsets": 2_000, "commit_every": 100}
+    if api != "jvm":
+        flags["commits"] = commits
     if api == "connect":
         flags["remote"] = "local"
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
     for _ in range(3):
         proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
-        # Kill after a random number of commits (at most one batch's worth), so mid-batch; the helper
-        # fails the test if they never come.
-        kill_after_commits(proc, commits, rng.randint(1, 12))
+        # Kill after a random number of commits (at most one batch's worth), so mid-batch; the helpers
+        # fail the test if they never come.
+        if api == "jvm":
+            kill_after_committed(proc, config, source, PARTITIONS, 100 * rng.randint(1, 12))
+        else:
+            kill_after_commits(proc, commits, rng.randint(1, 12))
     proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
     finish(proc)
 
@@ -108,12 +116,50 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     history = read_summaries(summaries)
     skipped = sum(s["skipped"] for s in history)
     print(f"{api}: 3 driver kills, {len(history)} batch summaries, skipped on replay {skipped}: {result}")
-    assert result.exactly_once, result
-    assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
+    assert result.exactly_once and result.missing == 0, result
+    assert {s["data_path"] for s in history} == {"jvm" if api == "jvm" else "python"}
+    if api != "jvm":
+        assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
     assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
     # Classic Spark shows that the Kafka source gave each input partition its own task; under Spark
     # Connect the tasks' step 3a finds that each holds all of its partition: neither regroups.
     assert {s["regrouped"] for s in history} == {False}
+
+
+_POINTS = ("before_produce", "after_produce", "after_send_offsets", "after_commit")
+
+
+@pytest.mark.parametrize("path", ["python", "jvm"])
+@pytest.mark.parametrize(
+    "point", [p if p == "after_send_offsets" else pytest.param(p, marks=pytest.mark.long) for p in _POINTS]
+)
+def test_a_crash_at_each_step_of_a_transaction_stays_exactly_once(bootstrap, names, tmp_path, path, point):
+    """F1-F4 on both data paths: the process that writes SIGKILLs itself at the step, once. On the Python
+    path that is a Python worker: Spark retries its task. On the JVM path it is the executor's JVM, in
+    local mode the driver's own: the query dies with it and is started again on its checkpoint. Either
+    way, every record once, read_committed."""
+    source, output, sent = seed(bootstrap, names, 1_000)
+    app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
+    once = tmp_path / "once"
+    once.mkdir()
+    env = {
+        "EOS_PROCESSING_GUARANTEE": "exactly_once",
+        "EOS_DATA_PATH": path,
+        "EOS_CRASH_AT": point,
+        "EOS_CRASH_ONCE_DIR": str(once),
+    }
+    flags = {"max_offsets": 2_000, "commit_every": 100}
+    proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+    code = proc.wait(240)
+    assert (once / f"crashed-{point}").exists(), f"the crash point never fired:\n{proc.log_tail()}"
+    if path == "jvm":
+        assert code != 0, "the driver outlived its JVM's crash"
+        proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+        code = proc.wait(240)
+    assert code == 0, proc.log_tail()
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+    assert {s["data_path"] for s in read_summaries(summaries)} == {path}
 
 
 # make chaos (long-test), with the harness's own broker restarts (6 a pipeline): 42 s of make test's 15

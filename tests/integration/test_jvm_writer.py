@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 import eos
 from eos import testing
-from eos._kafka import _offsets
+from eos._kafka import _offsets, _witness
 from eos._spark import _jvm_writer
 from eos.errors import ConfigError
 
@@ -76,6 +76,9 @@ def test_output_equals_input_and_a_rerun_batch_writes_nothing_twice(
         offset, metadata = entries[(source, p)].offset, entries[(source, p)].metadata
         assert offset == PER_PARTITION and _offsets.is_own(config, metadata), (offset, metadata)
         assert f";w={output}:" in metadata, metadata  # the witnesses of its last transaction
+        # read by the Python path's client exactly as committed (it reads a C string: the JVM writer
+        # commits the NUL terminator the Python path's client commits)
+        assert _witness.decode(_offsets.fields(metadata)[_witness.FIELD]), metadata
 
     _forget_last_batch(checkpoint)
     rerun = _run(spark, config, source, checkpoint)

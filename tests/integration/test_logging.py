@@ -35,7 +35,8 @@ def test_a_logging_config_gets_the_drivers_and_the_workers_events_once_each(brok
         output,
         tmp_path / "ckpt",
         summaries,
-        {"EOS_LOG_CONFIG": str(conf), "EOS_PROCESSING_GUARANTEE": "exactly_once"},
+        # the workers' events are the Python path's: the JVM data path's tasks log through Spark's log4j
+        {"EOS_LOG_CONFIG": str(conf), "EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": "python"},
         max_offsets=200,
     )
     finish(proc)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import event_log_conf, finish, grant_pipeline, group_offsets, start_pipeline
+from conftest import (
+    error_text,
+    event_log_conf,
+    finish,
+    grant_pipeline,
+    group_offsets,
+    start_pipeline,
+    writers_ran,
+)
 
 import eos
 from eos import testing
@@ -44,9 +52,11 @@ def _config(local, user, password, app, output, **kw):
     )
 
 
-def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secured, tmp_path):
+@pytest.mark.parametrize("path", ["python", "jvm"])
+def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secured, tmp_path, path):
     """The example pipeline as its own driver process, credentials from EOS_KAFKA_* variables; its
-    whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password."""
+    whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password. On
+    both data paths: the JVM one hands the credentials to the executors' Java client."""
     local, source, output, app, sent = secured
     # Spark's event log (SQL plans, the environment, every job) is written too, through spark-defaults.
     conf_dir, events = event_log_conf(tmp_path)
@@ -60,6 +70,7 @@ def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secur
         "EOS_KAFKA_SASL_OAUTHBEARER_CONFIG": oauth,
         "EOS_LOG_LEVEL": "debug",
         "SPARK_CONF_DIR": str(conf_dir),
+        "EOS_DATA_PATH": path,
     }
     summaries = tmp_path / "summaries.jsonl"
     proc = start_pipeline(
@@ -70,7 +81,7 @@ def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secur
     result = testing.verify_exactly_once(local.bootstrap_servers, output, testing.flatten(sent))
     assert result.exactly_once, result
     logs = summaries.with_suffix(".log").read_text()
-    assert "partition written" in logs  # the executors' logs are in there
+    writers_ran(path, logs, summaries)
     event_logs = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
     assert "SparkListenerSQLExecutionStart" in event_logs  # the query plans are in there
     for secret in (SASL_USERS["alice"], "oauth-marker-5f3a"):
@@ -137,7 +148,7 @@ def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commit
     with pytest.raises(Exception) as excinfo:
         eos.sink(config)(batch, 0)
 
-    message = str(excinfo.value)
+    message = error_text(excinfo.value)
     assert "ProduceError" in message and "authorization failed" in message.lower(), message[-3000:]
     assert output in message and f"{source}/" in message
     records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_committed", timeout=30)

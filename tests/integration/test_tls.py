@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import TLS_KEYSTORE_PASSWORD, event_log_conf, finish, seed_for, start_pipeline
+from conftest import TLS_KEYSTORE_PASSWORD, event_log_conf, finish, seed_for, start_pipeline, writers_ran
 
 import eos
 from eos import testing
@@ -27,7 +27,8 @@ def mtls(broker, names):
     return local, broker.certificates, source, output, app, sent
 
 
-def test_the_pipeline_runs_over_mutual_tls_and_the_key_store_password_stays_out_of_logs(mtls, tmp_path):
+@pytest.mark.parametrize("path", ["python", pytest.param("jvm", marks=pytest.mark.long)])
+def test_the_pipeline_runs_over_mutual_tls_and_the_key_store_password_stays_out_of_logs(mtls, tmp_path, path):
     local, certs, source, output, app, sent = mtls
     conf_dir, events = event_log_conf(tmp_path)
     env = {
@@ -38,6 +39,7 @@ def test_the_pipeline_runs_over_mutual_tls_and_the_key_store_password_stays_out_
         "EOS_KAFKA_SSL_KEYSTORE_PASSWORD": TLS_KEYSTORE_PASSWORD,
         "EOS_LOG_LEVEL": "debug",
         "SPARK_CONF_DIR": str(conf_dir),
+        "EOS_DATA_PATH": path,
     }
     summaries = tmp_path / "summaries.jsonl"
     finish(
@@ -46,7 +48,7 @@ def test_the_pipeline_runs_over_mutual_tls_and_the_key_store_password_stays_out_
     result = testing.verify_exactly_once(local.bootstrap_servers, output, testing.flatten(sent))
     assert result.exactly_once, result
     logs = summaries.with_suffix(".log").read_text()
-    assert "partition written" in logs
+    writers_ran(path, logs, summaries)
     event_logs = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
     assert "SparkListenerSQLExecutionStart" in event_logs
     assert TLS_KEYSTORE_PASSWORD not in logs, (

@@ -20,6 +20,10 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.CorruptRecordException;
+import org.apache.kafka.common.errors.InvalidTimestampException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.TimeoutException;
@@ -82,10 +86,14 @@ final class InputPartition {
   /** Steps 1-3 (and the reset check), before any row of this partition is skipped or written; `first`:
    * the offset of the task's first row of it. */
   void start(long first) {
-    // 1. A producer that has fenced every older incarnation: the JVM's kept one, or a fresh one.
-    Producers.Kept kept = Producers.take(tid);
+    // 1. A producer that has fenced every older incarnation: the JVM's kept one, or a fresh one
+    // (at_least_once: the JVM's one producer without transactions, and the committed offset).
+    Producers.Kept kept = s.exactlyOnce ? Producers.take(tid) : null;
     OffsetAndMetadata found;
-    if (kept != null) {
+    if (!s.exactlyOnce) {
+      producer = Producers.shared(s.producer);
+      found = committedOffset(Duration.ofMillis(s.timeoutMs));
+    } else if (kept != null) {
       producer = kept.producer;
       found = committedOffset(PROBE);
       // 2. A kept producer is trusted only where the committed stamp is its own last commit: another
@@ -115,7 +123,7 @@ final class InputPartition {
     committed = found == null ? null : found.offset();
     committedBefore = committed;
     // 3b. The transaction that committed it is visible on every partition it wrote to.
-    Map<TopicPartition, Long> named = Stamp.witnesses(metadata);
+    Map<TopicPartition, Long> named = s.exactlyOnce ? Stamp.witnesses(metadata) : new HashMap<>();
     if (!named.isEmpty() && !Producers.isProven(tid, metadata)) {
       long t = System.nanoTime();
       Reads.Verdict verdict = Reads.invisible(s, named);
@@ -141,6 +149,7 @@ final class InputPartition {
       }
     }
     startSeconds = (System.nanoTime() - t0) / 1e9;
+    Crash.point("before_produce"); // F1
   }
 
   /** What committedOffset answers where the wait ran out (compared by identity). */
@@ -234,28 +243,68 @@ final class InputPartition {
       }
     }
     if (!open) { // the transaction begins at its first record (Kafka Streams' maybeBeginTransaction)
-      producer.beginTransaction();
+      if (s.exactlyOnce) {
+        producer.beginTransaction();
+      }
       open = true;
       opened = System.nanoTime();
     }
     final String out = to;
-    producer.send(
-        new ProducerRecord<>(to, toPartition, timestamp, key, value, headers),
-        (metadata, exc) -> {
-          if (exc != null) {
-            failed.compareAndSet(null, new Object[] {exc, out, offset});
-          } else {
-            synchronized (witnesses) {
-              witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
-            }
-          }
-        });
+    try {
+      send(new ProducerRecord<>(to, toPartition, timestamp, key, value, headers), out, offset);
+    } catch (KafkaException e) {
+      // a delivery of this transaction failed before: the producer refuses every record after it
+      if (failed.get() != null) {
+        throw refusal();
+      }
+      throw e;
+    }
     recordsOut++;
     inTransaction++;
     lastOffset = offset;
     if (inTransaction >= s.commitEvery || (System.nanoTime() - opened) / 1_000_000 >= s.commitIntervalMs) {
       commit();
     }
+  }
+
+  private void send(ProducerRecord<byte[], byte[]> record, String out, long offset) {
+    producer.send(
+        record,
+        (metadata, exc) -> {
+          if (exc != null) {
+            // the record the broker refused, not one refused for sharing its record batch (KIP-467)
+            Object[] first = failed.get();
+            if (first == null || (collateral((Exception) first[0]) && !collateral(exc))) {
+              failed.set(new Object[] {exc, out, offset});
+            }
+          } else {
+            synchronized (witnesses) {
+              witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
+            }
+          }
+        });
+  }
+
+  /** The refusal of the transaction's failed delivery: the input record whose output failed. */
+  private IllegalStateException refusal() {
+    Object[] refused = failed.get();
+    Exception exc = (Exception) refused[0];
+    // the record's own fault, which no retry mends (the Python path's _translate.is_poison)
+    boolean poison =
+        exc instanceof RecordTooLargeException
+            || exc instanceof RecordBatchTooLargeException
+            || exc instanceof InvalidRecordException
+            || exc instanceof InvalidTimestampException
+            || exc instanceof CorruptRecordException;
+    return Refusal.of(
+        "ProduceError", exc, "kind", "refused", "output_topic", refused[1], "reason", String.valueOf(exc.getMessage()),
+        "exception", exc.getClass().getSimpleName(),
+        "topic", topic, "partition", partition, "offset", refused[2], "poison", poison);
+  }
+
+  /** A record refused only because another record of its batch was (the client's words, KIP-467). */
+  private static boolean collateral(Exception exc) {
+    return exc.getClass() == KafkaException.class;
   }
 
   private static byte[] bytes(InternalRow row, int i, boolean string) {
@@ -268,27 +317,43 @@ final class InputPartition {
     long t = System.nanoTime();
     producer.flush();
     flushSeconds += (System.nanoTime() - t) / 1e9;
-    Object[] refused = failed.get();
-    if (refused != null) {
-      Exception exc = (Exception) refused[0];
-      boolean poison = exc instanceof RecordTooLargeException || exc instanceof RecordBatchTooLargeException;
-      throw Refusal.of(
-          "ProduceError", exc, "kind", "refused", "output_topic", refused[1], "reason", String.valueOf(exc.getMessage()),
-          "topic", topic, "partition", partition, "offset", refused[2], "poison", poison);
+    if (failed.get() != null) {
+      throw refusal();
     }
+    Crash.point("after_produce"); // F2
     Map<TopicPartition, Long> seen;
     synchronized (witnesses) {
       seen = new HashMap<>(witnesses);
       witnesses.clear();
     }
-    String stamp = Stamp.of(s.appId, s.out, committed, seen);
+    // 7c. The next input offset, stamped (exactly_once: with the transaction's witnesses and where its
+    // input began); committed with a NUL terminator, byte for byte as the Python path's client commits it:
+    // confluent-kafka reads committed metadata as a C string, and past the end of one committed without it
     long next = lastOffset + 1;
     long t1 = System.nanoTime();
-    producer.sendOffsetsToTransaction(
-        Collections.singletonMap(tp, new OffsetAndMetadata(next, stamp)), new ConsumerGroupMetadata(s.appId));
-    long t2 = System.nanoTime();
-    producer.commitTransaction();
+    long t2;
+    String stamp;
+    if (s.exactlyOnce) {
+      stamp = Stamp.of(s.appId, s.out, committed, seen);
+      producer.sendOffsetsToTransaction(
+          Collections.singletonMap(tp, new OffsetAndMetadata(next, stamp + "\0")),
+          new ConsumerGroupMetadata(s.group));
+      t2 = System.nanoTime();
+      Crash.point("after_send_offsets"); // F3
+      producer.commitTransaction(); // 7d. Outputs and offset become visible together.
+    } else {
+      // 7d. at_least_once: the offset is committed once the outputs are acknowledged.
+      stamp = Stamp.of(s.appId, s.out, null, new HashMap<>());
+      t2 = System.nanoTime();
+      KafkaConsumer<byte[], byte[]> consumer = Producers.consumer(s.consumer);
+      synchronized (consumer) {
+        consumer.commitSync(
+            Collections.singletonMap(tp, new OffsetAndMetadata(next, stamp + "\0")),
+            Duration.ofMillis(s.timeoutMs));
+      }
+    }
     long t3 = System.nanoTime();
+    Crash.point("after_commit"); // F4
     sendOffsetsSeconds += (t2 - t1) / 1e9;
     endSeconds += (t3 - t2) / 1e9;
     double seconds = (t3 - t) / 1e9;
@@ -307,7 +372,9 @@ final class InputPartition {
     if (open) {
       commit();
     }
-    if (lastStamp != null) {
+    if (!s.exactlyOnce) {
+      // the JVM's shared producer stays open
+    } else if (lastStamp != null) {
       Producers.keep(tid, producer, lastStamp, s.maxProducers);
     } else {
       producer.close(Duration.ZERO); // it committed nothing: the next task cannot trust it (step 2)
@@ -318,7 +385,8 @@ final class InputPartition {
 
   /** After an error: the open transaction aborted where the producer still can, the producer closed. */
   void fail() {
-    if (producer == null) {
+    if (producer == null || !s.exactlyOnce) {
+      producer = null; // at_least_once: the shared producer stays; what it sent is written again
       return;
     }
     if (open) {
@@ -340,7 +408,7 @@ final class InputPartition {
     List<Object> v = new ArrayList<>();
     v.add(UTF8String.fromString(topic));
     v.add(partition);
-    v.add(UTF8String.fromString(tid));
+    v.add(s.exactlyOnce ? UTF8String.fromString(tid) : null);
     v.add(recordsIn);
     v.add(skipped);
     v.add(recordsOut);

@@ -35,6 +35,7 @@ final class Producers {
   private static final Map<String, KafkaConsumer<byte[], byte[]>> CONSUMERS = new LinkedHashMap<>();
   private static final LinkedHashMap<String, String> PROVEN = new LinkedHashMap<>(16, 0.75f, true);
   private static final Map<String, Admin> ADMINS = new LinkedHashMap<>();
+  private static final Map<String, KafkaProducer<byte[], byte[]>> SHARED = new LinkedHashMap<>();
   private static final Set<String> WRITABLE = new HashSet<>();
 
   static {
@@ -77,6 +78,16 @@ final class Producers {
     for (Kept k : closing) {
       k.producer.close(Duration.ZERO);
     }
+  }
+
+  /** The JVM's one producer for these settings without a transactional.id (at_least_once): a
+   * KafkaProducer is thread-safe, and nothing of a transaction is its own. */
+  static synchronized KafkaProducer<byte[], byte[]> shared(Map<String, Object> settings) {
+    return SHARED.computeIfAbsent(settings.toString(), k -> {
+      Properties props = new Properties();
+      props.putAll(settings);
+      return new KafkaProducer<>(props);
+    });
   }
 
   /** The consumer that reads committed offsets for these settings (one per group), made once. */
@@ -159,6 +170,10 @@ final class Producers {
       ADMINS.clear();
       kept = new ArrayList<>(KEPT.values());
       KEPT.clear();
+      for (KafkaProducer<byte[], byte[]> p : SHARED.values()) {
+        kept.add(new Kept(p, null));
+      }
+      SHARED.clear();
       consumers = new ArrayList<>(CONSUMERS.values());
       CONSUMERS.clear();
     }

@@ -14,6 +14,8 @@ import java.util.Map;
 /** A batch's plan for the JVM writer. */
 final class Spec {
   final String appId;
+  final String group;
+  final boolean exactlyOnce;
   final String out;
   final String outputTopic;
   final String restoreGroup;
@@ -67,6 +69,8 @@ final class Spec {
   @SuppressWarnings("unchecked")
   private Spec(Map<String, Object> json) {
     appId = (String) json.get("app_id");
+    group = (String) json.get("group");
+    exactlyOnce = Boolean.TRUE.equals(json.get("exactly_once"));
     out = (String) json.get("out");
     outputTopic = (String) json.get("output_topic");
     restoreGroup = (String) json.get("restore_group");
@@ -112,7 +116,7 @@ final class Spec {
     producer.put("key.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer");
     producer.put("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer");
     consumer.putAll(client);
-    consumer.put("group.id", appId);
+    consumer.put("group.id", group);
     consumer.put("isolation.level", "read_committed");
     consumer.put("enable.auto.commit", "false");
     consumer.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
