@@ -6,6 +6,11 @@ writer's refusals raised as the Python path's own errors."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -53,6 +58,14 @@ def _run(spark, config, source, checkpoint, before_start=lambda: None, per_trigg
     return summaries
 
 
+def _cli(bootstrap, *args: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EOS_") or k == "EOS_CACHE"}
+    run = [sys.executable, "-m", "eos.cli", "--bootstrap-servers", bootstrap, *args]
+    done = subprocess.run(run, capture_output=True, text=True, env=clean, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def _forget_last_batch(checkpoint) -> None:
     """The last batch's commit log entry lost, as after a driver crash that followed the write."""
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
@@ -79,6 +92,12 @@ def test_output_equals_input_and_a_rerun_batch_writes_nothing_twice(
         # read by the Python path's client exactly as committed (it reads a C string: the JVM writer
         # commits the NUL terminator the Python path's client commits)
         assert _witness.decode(_offsets.fields(metadata)[_witness.FIELD]), metadata
+
+    # eos's CLI reads what the JVM writer committed as its own: the offsets, and the witnesses eos repair
+    # reads back (nothing to repair)
+    shown = json.loads(_cli(bootstrap, "offsets", "show", "--app", config.app_id, "--json"))
+    assert [(p["committed"], p["lag"]) for p in shown["partitions"]] == [(PER_PARTITION, 0)] * PARTITIONS
+    _cli(bootstrap, "repair", "--app", config.app_id)
 
     _forget_last_batch(checkpoint)
     rerun = _run(spark, config, source, checkpoint)
