@@ -3,7 +3,7 @@ the executors' Kafka client, never entering Python. The sink runs its driver che
 Python path, then hands the batch's plan to the JVM writer through Py4J, as the placement classes are
 handed theirs (`_affinity._Jvm`), and collects the same stats rows the Python tasks return.
 
-Which queries take it (`eligible`), and how what the JVM writer refuses becomes the Python path's own
+Which queries take it (`ineligible`, `decide`), and how what the JVM writer refuses becomes the Python path's own
 error (`raise_refusal`): the JVM writer sends the refusal's data, and the error is built here by the
 function the Python path raises it with, so both paths say the same."""
 
@@ -39,7 +39,7 @@ def available(session: Any) -> bool:
 
 
 def ineligible(config: Config, functions: Functions) -> str | None:
-    """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do (yet)."""
+    """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do."""
     if config.input_mode != "kafka":
         return "input_mode is 'any'"
     if config.on_error != "fail":

@@ -168,6 +168,8 @@ class Soak:
             "EOS_STATE_DIR": str(work / "state"),
             "EOS_SPARK_MASTER": "local[1, 4]",
             "EOS_LOG_LEVEL": "warning",
+            # the Python path, whose workers the soak kills and samples (the table's run was on it)
+            "EOS_DATA_PATH": "python",
         }
         self.drivers[name] = DriverProcess(argv, env=env, log_path=str(work / "driver.log"), cwd=ROOT)
 

@@ -77,9 +77,8 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
 # test_state.py; this test's Connect run took 40 s of make test's 15 minutes (16 min 4 s in all on a clean
 # clone of 32ac434).
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "api", [pytest.param(api, marks=pytest.mark.long) for api in ("classic", "connect")] + ["jvm"]
-)
+@pytest.mark.long  # make chaos; make test SIGKILLs drivers in test_format_eos and kills the JVM at F3 below
+@pytest.mark.parametrize("api", ["classic", "connect", "jvm"])
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
     a batch committed while the batch's other transactions were still being written; every restart
@@ -129,9 +128,17 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
 _POINTS = ("before_produce", "after_produce", "after_send_offsets", "after_commit")
 
 
-@pytest.mark.parametrize("path", ["python", "jvm"])
+# make test runs the JVM path at F3 (the Python path's worker kills run in test_reliability); the other
+# seven in make chaos
 @pytest.mark.parametrize(
-    "point", [p if p == "after_send_offsets" else pytest.param(p, marks=pytest.mark.long) for p in _POINTS]
+    "path,point",
+    [
+        (path, point)
+        if (path, point) == ("jvm", "after_send_offsets")
+        else pytest.param(path, point, marks=pytest.mark.long)
+        for path in ("python", "jvm")
+        for point in _POINTS
+    ],
 )
 def test_a_crash_at_each_step_of_a_transaction_stays_exactly_once(bootstrap, names, tmp_path, path, point):
     """F1-F4 on both data paths: the process that writes SIGKILLs itself at the step, once. On the Python
