@@ -3,9 +3,9 @@ the executors' Kafka client, never entering Python. The sink runs its driver che
 Python path, then hands the batch's plan to the JVM writer through Py4J, as the placement classes are
 handed theirs (`_affinity._Jvm`), and collects the same stats rows the Python tasks return.
 
-Which queries take it (`ineligible`, `decide`), and how what the JVM writer refuses becomes the Python path's own
-error (`raise_refusal`): the JVM writer sends the refusal's data, and the error is built here by the
-function the Python path raises it with, so both paths say the same."""
+Which queries take it (`ineligible`, `decide`), and how what the JVM writer refuses becomes the Python
+path's own error (`raise_refusal`): the JVM writer sends the refusal's data, and the error is built here
+by the function the Python path raises it with, so both paths say the same."""
 
 from __future__ import annotations
 
