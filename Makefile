@@ -66,9 +66,12 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 
 $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
 	@echo "== eos's JVM classes (placement, the pass-through writer; javac) into $@"
+	@# the installed PySpark's version, asked here: on a fresh clone the .venv did not exist when make
+	@# read this file, so $(PYSPARK_VERSION) is empty (the writer needs the connector's Kafka client)
 	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
+	  version="$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')" && \
 	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
-	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$(PYSPARK_VERSION)/*" -d "$$out" \
+	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$$version/*" -d "$$out" \
 	    $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java && \
 	  jar cf $@ -C "$$out" eos && rm -rf "$$out"
 

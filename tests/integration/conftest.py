@@ -218,6 +218,13 @@ class Names:
         return f"{kind}-{self.run}"
 
 
+@pytest.fixture(params=["jvm", pytest.param("python", marks=pytest.mark.long)])
+def data_path(request: pytest.FixtureRequest) -> str:
+    """The data path of a fault test's pass-through query, for one suite over both paths: make test runs
+    the JVM path (the one `data_path="auto"` gives such a query), make chaos (long-test) the Python path."""
+    return request.param
+
+
 @pytest.fixture
 def checkpoint_dir(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"

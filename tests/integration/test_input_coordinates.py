@@ -75,7 +75,8 @@ def _nothing_wrong_committed(spark, bootstrap, config, source, output, sent):
 @pytest.mark.parametrize(
     "api",
     [
-        "foreachBatch-classic",
+        "foreachBatch-classic",  # the JVM data path (data_path "auto" on a classic session)
+        pytest.param("foreachBatch-classic-python", marks=pytest.mark.long),
         # Connect: `make chaos` (14 s; a clean clone of 154be98 took 16 min 42 s on a slow day);
         # test_sink's Connect tests run step 3a there
         pytest.param("foreachBatch-connect", marks=pytest.mark.long),
@@ -92,6 +93,7 @@ def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_wr
         app_id=names("app"),
         output_topic=output,
         processing_guarantee="exactly_once",
+        data_path="python" if api.endswith("-python") else "auto",
     )
     session = request.getfixturevalue("connect") if api == "foreachBatch-connect" else spark
     df = eos.read_stream(session, config, [source])

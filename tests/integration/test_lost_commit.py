@@ -108,7 +108,7 @@ def _murmur2_partition(key: bytes) -> int:
     return int(_rdkafka.partitions(pa.array([key]), 0, 1, OUT_PARTITIONS, 0)[0])
 
 
-def _lost_commit(spark, bootstrap, names, checkpoint_dir, noise=False):
+def _lost_commit(spark, bootstrap, names, checkpoint_dir, noise=False, data_path="auto"):
     """A clean first run over HALF records, then the second half committed with its outputs on partitions
     0-2 and aborted on partition 3: (config, source, output, all the input values, the values lost)."""
     source, output = names("in"), names("out")
@@ -120,6 +120,7 @@ def _lost_commit(spark, bootstrap, names, checkpoint_dir, noise=False):
         app_id=names("app"),
         output_topic=output,
         processing_guarantee="exactly_once",
+        data_path=data_path,
     )
 
     # A clean first run: its offset's stamp names one witness per output partition it wrote, and eos's
@@ -152,9 +153,11 @@ def _lost_commit(spark, bootstrap, names, checkpoint_dir, noise=False):
 
 
 def test_offset_committed_by_a_transaction_aborted_on_one_partition_stops_the_query(
-    spark, bootstrap, names, checkpoint_dir
+    spark, bootstrap, names, checkpoint_dir, data_path
 ):
-    config, source, output, sent, lost = _lost_commit(spark, bootstrap, names, checkpoint_dir)
+    config, source, output, sent, lost = _lost_commit(
+        spark, bootstrap, names, checkpoint_dir, data_path=data_path
+    )
     with pytest.raises(Exception) as info:
         run_query(spark, config, [source], checkpoint_dir)
     message = str(info.value)

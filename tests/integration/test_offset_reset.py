@@ -41,9 +41,16 @@ def _reset(bootstrap: str, app_id: str, *target: str) -> None:
     )
 
 
-@pytest.mark.parametrize("api", ["sink", pytest.param("format_eos", marks=pytest.mark.long)])
+@pytest.mark.parametrize(
+    "api,path",
+    [
+        ("sink", "jvm"),
+        pytest.param("sink", "python", marks=pytest.mark.long),
+        pytest.param("format_eos", "python", marks=pytest.mark.long),
+    ],
+)
 def test_a_reset_back_is_refused_on_the_old_checkpoint_and_honoured_on_a_new_one(
-    spark, bootstrap, names, tmp_path, api
+    spark, bootstrap, names, tmp_path, api, path
 ):
     """2 partitions x 300 records written; `eos offsets reset --shift -50`; 100 more records each. On the
     old checkpoint: InputGapError naming the gap, nothing written, the offsets as the reset left them.
@@ -58,6 +65,7 @@ def test_a_reset_back_is_refused_on_the_old_checkpoint_and_honoured_on_a_new_one
         app_id=names("app"),
         output_topic=output,
         processing_guarantee="exactly_once",
+        data_path=path,
     )
     _write(spark, config, source, tmp_path / "ckpt", api)
     _reset(bootstrap, config.app_id, "--shift", str(-BACK))

@@ -46,7 +46,7 @@ def _exactly_once(bootstrap, app_id, output, **kw) -> eos.Config:
 
 
 def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped(
-    spark, bootstrap, names, tmp_path
+    spark, bootstrap, names, tmp_path, data_path
 ):
     """2,000 records written, 1,000 more produced; a plain consumer reusing the group id commits partition
     0 to its end. Before eos stamped its offsets, the next run exited 0 and 500 records never reached
@@ -55,7 +55,7 @@ def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped
     testing.create_topic(bootstrap, source, 2)
     testing.create_topic(bootstrap, output, 2)
     sent = testing.produce_sequence(bootstrap, source, 2, 1_000)
-    config = _exactly_once(bootstrap, names("app"), output)
+    config = _exactly_once(bootstrap, names("app"), output, data_path=data_path)
     run_query(spark, config, [source], tmp_path / "ckpt")
     more = testing.produce_sequence(bootstrap, source, 2, 500, start=1_000)
     stamped = _offsets.committed_entries(config, [(source, 0), (source, 1)])
@@ -87,12 +87,12 @@ def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped
     assert result.exactly_once, result
 
 
-def test_accept_foreign_offsets_trusts_them(spark, bootstrap, names, tmp_path):
+def test_accept_foreign_offsets_trusts_them(spark, bootstrap, names, tmp_path, data_path):
     source, output = names("in"), names("out")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
     testing.produce_sequence(bootstrap, source, 1, 100)
-    config = _exactly_once(bootstrap, names("app"), output, accept_foreign_offsets=True)
+    config = _exactly_once(bootstrap, names("app"), output, accept_foreign_offsets=True, data_path=data_path)
     intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
     intruder.commit(offsets=[TopicPartition(source, 0, 60)], asynchronous=False)
     intruder.close()
