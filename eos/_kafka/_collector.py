@@ -370,7 +370,7 @@ class RecordCollector:
     ) -> None:
         """Fail at once on a missing or unwritable output topic instead of after message.timeout.ms."""
         if topic is None:
-            reason = "output record has no topic and no output_topic is configured"
+            reason = NO_TOPIC
         else:
             reason = _topics.unwritable(self.config, topic)
         if reason is not None:
@@ -537,3 +537,7 @@ def before_1970(
         offset=in_offset,
         poison=True,
     )
+
+
+#: what an error says of an output that names no topic where no output_topic is configured
+NO_TOPIC = "output record has no topic and no output_topic is configured"

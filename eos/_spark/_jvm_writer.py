@@ -255,8 +255,7 @@ def _error(r: dict, config: Config, batch_id: int, layout: Layout, provenance: P
     if name == "ProduceError":
         kind, offset = r["kind"], r.get("offset")
         if kind == "no_topic":
-            reason = "output record has no topic and no output_topic is configured"
-            return ProduceError(reason, topic=topic, partition=partition, offset=offset)
+            return ProduceError(_collector.NO_TOPIC, topic=topic, partition=partition, offset=offset)
         if kind == "unwritable":
             reason = _topics.unwritable_reason(r["output_topic"], r["why"], r["detail"])
             return ProduceError(reason, topic=topic, partition=partition, offset=offset)
