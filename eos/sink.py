@@ -197,17 +197,20 @@ class Sink:
     ) -> list[dict[str, Any]]:
         """D3-D4: the batch's rows, grouped (`regroup`: by a shuffle and a sort), written by the tasks;
         their stats rows. `prove`: the tasks run step 3a, and a partition with nothing committed fails.
-        `jvm`: the tasks are the JVM writer's (`_jvm_writer`), not Python's."""
+        `jvm`: the tasks are the JVM writer's (`_jvm_writer`), not Python's (never with `prove`)."""
         plan = None
         if not regroup and self.config.task_affinity and provenance.partitions is not None:
             tps = [(r.topic, r.partition) for r in provenance.partitions]
             plan = self._affinity.plan(batch_df.sparkSession, tps, self.log)
-        tasks = None if regroup or plan is not None else task_slots(batch_df, provenance)
+        # the JVM's tasks cost no Python worker hand-off: one per Spark partition, as the source read them
+        tasks = None if regroup or plan is not None or jvm else task_slots(batch_df, provenance)
         if tasks is not None or plan is not None:
             provenance = attrs.evolve(provenance, read_in=READ_IN_COLUMN)
         if provenance.column is not None and provenance.column not in columns:
             columns = [*columns, provenance.column]
-        selected = batch_df.select(*columns)
+        selected = batch_df
+        if not jvm or provenance.read_in is not None or regroup:  # else the JVM writer selects them itself
+            selected = selected.select(*columns)
         if provenance.read_in is not None:  # evaluated where the rows are read, before the shuffle
             selected = selected.selectExpr("*", f"spark_partition_id() AS {provenance.read_in}")
         if plan is not None:
@@ -218,8 +221,12 @@ class Sink:
             selected = selected.repartition("topic", "partition").sortWithinPartitions(
                 "topic", "partition", "offset"
             )
-        if jvm and not prove:
-            stats = _jvm_writer.write(selected, self.config, batch_id, layout, provenance)  # 4
+        if jvm:
+            types = dict(batch_df.dtypes)
+            written = [(name, types[name]) for name in columns]
+            if provenance.read_in is not None:
+                written.append((provenance.read_in, "int"))
+            stats = _jvm_writer.write(selected, written, self.config, batch_id, layout, provenance)  # 4
             self._affinity.ran(stats)
             return stats
         job = TaskSpec(

@@ -128,7 +128,7 @@ class Affinity:
         """Where the tasks of a batch whose Spark partition i reads input partition `partitions[i]` run;
         None where eos cannot place them (Spark's placement stands). Placement only saves restores: a
         session where the classes cannot be loaded or driven keeps Spark's placement, said once."""
-        if not partitions or self._off:
+        if not partitions or self._off or _local(session):
             return None
         try:
             jvm = _Jvm.of(session)
@@ -178,11 +178,13 @@ class _Jvm:
     """The placement classes in a classic session's JVM: loaded once per SparkContext (the driver loads
     them from the jar; `addJar` ships it to the executors, which deserialize the coalescer and `Where`)."""
 
-    _loaded: dict[str, _Jvm | None] = {}
+    #: by SparkContext (its Python object: its applicationId costs a JVM round trip at every batch)
+    _loaded: dict[Any, _Jvm | None] = {}
 
     def __init__(self, sc: Any, loader: Any) -> None:
         self.sc = sc
         self.loader = loader
+        self._shared: dict[str, Any] = {}
 
     @staticmethod
     def classic(session: Any) -> bool:
@@ -194,7 +196,7 @@ class _Jvm:
         if not cls.classic(session):
             return None
         sc = session.sparkContext
-        key = sc.applicationId
+        key = sc
         if key not in cls._loaded:
             jar = _jar_path()
             if jar is None:
@@ -256,12 +258,26 @@ class _Jvm:
         placed = session._jsparkSession.internalCreateDataFrame(tagged, df._jdf.schema(), False)
         return DataFrame(placed, session)
 
+    def shared(self, name: str) -> Any:
+        """The one instance of class `name` (a no-argument constructor) in this SparkContext's JVM."""
+        if name not in self._shared:
+            self._shared[name] = self._new(name)
+        return self._shared[name]
+
     def _new(self, name: str, *args: Any) -> Any:
         gateway = self.sc._gateway
         arguments = gateway.new_array(self.sc._jvm.Object, len(args))
         for i, arg in enumerate(args):
             arguments[i] = arg
         return self.loader.loadClass(name).getConstructors()[0].newInstance(arguments)
+
+
+def _local(session: Any) -> bool:
+    """Whether `session` runs in Spark's local mode (one executor: nothing to place), from its master
+    setting as the Python side holds it (no JVM round trip at every batch)."""
+    context = getattr(session, "_sc", None)
+    master = getattr(context, "master", None) or ""
+    return master == "local" or master.startswith("local[")
 
 
 def _reason(exc: Exception) -> str:

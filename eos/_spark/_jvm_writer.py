@@ -20,7 +20,7 @@ from eos._core._arrow import Layout
 from eos._core._incarnation import commit_lost
 from eos._core._input import Provenance
 from eos._core._spec import Functions
-from eos._core._stats import STATS_DDL
+from eos._core._stats import STATS_SCHEMA
 from eos._kafka import _cluster, _collector, _java, _offsets, _topics
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
@@ -28,7 +28,7 @@ from eos._spark._affinity import _Jvm
 from eos.config import Config
 from eos.errors import ConfigError, EosError, ProduceError, TransactionAbortableError
 
-_CLASS = "eos.spark.PassThrough"
+_CLASS = "eos.spark.JvmWriter"
 #: what the JVM writer's refusals carry in their message (eos/_spark/jvm/Refusal.java)
 _REFUSAL = re.compile(r"eos-refusal:(\{.*?\})(?:\n|$)", re.MULTILINE)
 
@@ -88,28 +88,27 @@ def decide(config: Config, functions: Functions, session: Any, log: Any) -> bool
     return False
 
 
-def write(selected: Any, config: Config, batch_id: int, layout: Layout, provenance: Provenance) -> list[dict]:
-    """`selected` (grouped by input partition, as the sink groups rows for the Python tasks) written by the
-    JVM writer; the stats rows, one per input partition. A refusal raises the Python path's error."""
-    from pyspark.sql import DataFrame
-
-    session = selected.sparkSession
-    jvm = _Jvm.of(session)
+def write(
+    frame: Any,
+    fields: list[tuple[str, str]],
+    config: Config,
+    batch_id: int,
+    layout: Layout,
+    provenance: Provenance,
+) -> list[dict]:
+    """`frame`'s columns `fields` (name, Spark SQL type), grouped by input partition as the sink groups rows
+    for the Python tasks, written by the JVM writer in one Spark job: one Py4J call per batch. The stats
+    rows, one per input partition; a refusal raises the Python path's error."""
+    jvm = _Jvm.of(frame.sparkSession)
     if jvm is None:
         raise RuntimeError("the JVM writer needs a classic session and eos's jar")
-    limit = _record_limit(config)
-    spec = plan(config, batch_id, layout, provenance, selected.schema, limit)
-    writer = jvm._new(_CLASS, json.dumps(spec))
-    rows = selected._jdf.queryExecution().toRdd()
-    stats = rows.toJavaRDD().mapPartitions(writer, True).rdd()
-    schema = jvm.sc._jvm.org.apache.spark.sql.types.StructType.fromDDL(STATS_DDL)
-    frame = DataFrame(session._jsparkSession.internalCreateDataFrame(stats, schema, False), session)
+    spec = plan(config, batch_id, layout, provenance, fields, _record_limit(config))
     try:
-        collected = frame.collect()
+        rows = json.loads(jvm.shared(_CLASS).write(frame._jdf, json.dumps(spec)))
     except Exception as exc:
         raise_refusal(exc, config, batch_id, layout, provenance)
         raise
-    return [row.asDict() for row in collected]
+    return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows]
 
 
 #: the output topic's record batch limit, by (bootstrap servers, topic): (asked at, bytes or None)
@@ -139,12 +138,13 @@ def plan(
     batch_id: int,
     layout: Layout,
     provenance: Provenance,
-    schema: Any,
+    written: list[tuple[str, str]],
     limit: int | None = None,
 ) -> dict:
-    """The batch's plan as the JVM writer reads it (eos/_spark/jvm/Spec.java); `limit`: the output topic's
-    max.message.bytes, which no record batch the JVM's producers build may exceed."""
-    fields = {f.name: (i, f.dataType.simpleString()) for i, f in enumerate(schema.fields)}
+    """The batch's plan as the JVM writer reads it (eos/_spark/jvm/Spec.java, JvmWriter.java): `written`,
+    the columns it selects (name, Spark SQL type) in order; `limit`: the output topic's max.message.bytes,
+    which no record batch the JVM's producers build may exceed."""
+    fields = {name: (i, sql) for i, (name, sql) in enumerate(written)}
     roles = {
         "key": layout.key,
         "value": layout.value,
@@ -165,6 +165,7 @@ def plan(
     # the stamp's `out` as the Python path writes it (_offsets.stamp): everything before `;out=`'s end
     own = _offsets.stamp(config)
     return {
+        "select": [name for name, _ in written],
         "app_id": config.app_id,
         "group": _names.input_group(config.app_id),
         "exactly_once": config.exactly_once,

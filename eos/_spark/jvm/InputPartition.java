@@ -31,9 +31,7 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /** One input partition's rows of a task, written exactly once. */
 final class InputPartition {
@@ -368,7 +366,7 @@ final class InputPartition {
   }
 
   /** The last transaction committed, the producer kept for the JVM's next task; the stats row. */
-  InternalRow finish() {
+  List<Object> finish() {
     if (open) {
       commit();
     }
@@ -401,14 +399,15 @@ final class InputPartition {
     producer = null;
   }
 
-  private InternalRow stats() {
+  /** The stats row of eos's STATS_DDL, in its order, as plain Java values (a task's result). */
+  private List<Object> stats() {
     TaskContext task = TaskContext.get();
     String executor = task == null ? null : task.getLocalProperty("eos.executor");
     String placed = task == null ? null : task.getLocalProperty("eos.executor.placed");
     List<Object> v = new ArrayList<>();
-    v.add(UTF8String.fromString(topic));
+    v.add(topic);
     v.add(partition);
-    v.add(s.exactlyOnce ? UTF8String.fromString(tid) : null);
+    v.add(s.exactlyOnce ? tid : null);
     v.add(recordsIn);
     v.add(skipped);
     v.add(recordsOut);
@@ -426,7 +425,7 @@ final class InputPartition {
     v.add(0L); // snapshots_restored
     v.add(0L); // snapshots_taken
     v.add(0L); // dead_letters
-    v.add(executor == null ? null : UTF8String.fromString(executor));
+    v.add(executor);
     v.add(executor != null && executor.equals(placed) ? 1L : 0L);
     v.add((System.nanoTime() - t0) / 1e9);
     v.add(startSeconds);
@@ -436,6 +435,6 @@ final class InputPartition {
     v.add(flushSeconds);
     v.add(sendOffsetsSeconds);
     v.add(endSeconds);
-    return new GenericInternalRow(v.toArray());
+    return v;
   }
 }

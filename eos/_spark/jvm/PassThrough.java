@@ -1,8 +1,8 @@
 /*
  * The JVM data path: a batch whose rows are written to Kafka as they are (no Python function per row)
  * written by the JVM's Kafka client in the executors, its rows never entering Python. The driver
- * (eos/_spark/_jvm_writer.py) runs the sink's checks, then hands the batch's plan to this task function.
- * Per task: step 0 (each row's input coordinates are the Kafka source's), the rows cut into one run per
+ * (eos/_spark/_jvm_writer.py) runs the sink's checks, then hands the batch and its plan to JvmWriter,
+ * which runs this task function over the batch's Spark partitions. Per task: step 0 (each row's input coordinates are the Kafka source's), the rows cut into one run per
  * input topic-partition in increasing offset order, each run written by an InputPartition (steps 1-7).
  */
 package eos.spark;
@@ -18,7 +18,7 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 
 /** A task's rows written exactly once; one stats row per input partition (eos's STATS_DDL order). */
-public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, InternalRow>, Serializable {
+public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, List<Object>>, Serializable {
   private static final long serialVersionUID = 1L;
 
   private final String spec;
@@ -30,14 +30,14 @@ public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, Inter
   }
 
   @Override
-  public Iterator<InternalRow> call(Iterator<InternalRow> rows) throws Exception {
+  public Iterator<List<Object>> call(Iterator<InternalRow> rows) throws Exception {
     if (parsed == null) {
       parsed = Spec.parse(spec);
     }
     Spec s = parsed;
     TaskContext task = TaskContext.get();
     int taskPartition = task == null ? 0 : task.partitionId();
-    List<InternalRow> stats = new ArrayList<>();
+    List<List<Object>> stats = new ArrayList<>();
     Set<String> done = new HashSet<>();
     InputPartition run = null;
     long last = -1;
