@@ -306,38 +306,35 @@ def line_count(path) -> int:
         return sum(1 for _ in f)
 
 
-def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float = 180) -> None:
-    """SIGKILL the pipeline's process group (driver, JVM, Python workers) as soon as `more` transactions
-    were committed after now (`--commits` lines), so mid-batch. Fails the test when they never come: the
-    driver ended first, or `timeout` passed. (A kill at a deadline would prove only that the process
-    was alive.)"""
-    wanted = line_count(commits) + more
+def kill_after(proc: DriverProcess, progress, more: int, what: str, timeout: float = 180) -> None:
+    """SIGKILL the pipeline's process group (driver, JVM, Python workers) as soon as `progress()` (a count
+    of `what`) grew by `more` after now, so mid-batch. Fails the test when it never does: the driver ended
+    first, or `timeout` passed. (A kill at a deadline would prove only that the process was alive.)"""
+    wanted = progress() + more
     deadline = time.monotonic() + timeout
-    while line_count(commits) < wanted:
-        assert proc.running(), f"the driver ended before {more} more commits:\n{proc.log_tail()}"
-        assert time.monotonic() < deadline, f"{more} more commits did not come within {timeout}s"
+    while progress() < wanted:
+        assert proc.running(), f"the driver ended before {more} more {what}:\n{proc.log_tail()}"
+        assert time.monotonic() < deadline, f"{more} more {what} did not come within {timeout}s"
         time.sleep(0.01)
-    assert proc.kill(), "the driver ended as the commits came, before the kill"
+    assert proc.kill(), f"the driver ended as the {what} came, before the kill"
+
+
+def kill_after_commits(proc: DriverProcess, commits, more: int, timeout: float = 180) -> None:
+    """`kill_after` `more` more transactions committed (the pipeline's `--commits` lines, on_commit's)."""
+    kill_after(proc, lambda: line_count(commits), more, "commits", timeout)
 
 
 def kill_after_committed(
     proc: DriverProcess, config, topic: str, partitions: int, more: int, timeout: float = 180
 ) -> None:
-    """As `kill_after_commits`, counting the input records the group committed instead of `--commits`
-    lines: the JVM data path has no on_commit. SIGKILL once `more` more input records were committed."""
+    """`kill_after` `more` more input records the group committed (the JVM data path has no on_commit)."""
     from eos._kafka import _offsets
 
     def committed() -> int:
         found = _offsets.committed(config, [(topic, p) for p in range(partitions)], stable=False)
         return sum(offset or 0 for offset in found.values())
 
-    wanted = committed() + more
-    deadline = time.monotonic() + timeout
-    while committed() < wanted:
-        assert proc.running(), f"the driver ended before {more} more records committed:\n{proc.log_tail()}"
-        assert time.monotonic() < deadline, f"{more} more records were not committed within {timeout}s"
-        time.sleep(0.02)
-    assert proc.kill(), "the driver ended as the commits came, before the kill"
+    kill_after(proc, committed, more, "records committed", timeout)
 
 
 def writers_ran(path: str, logs: str, summaries) -> None:
