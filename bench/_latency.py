@@ -26,8 +26,9 @@ def latency(bench: Bench, row: str) -> dict:
     topic_in = f"bench-lat-in-{uuid.uuid4().hex[:6]}"
     testing.create_topic(bench.bootstrap, topic_in, PARTITIONS)
     out = bench.new_output(f"lat-{row}")
-    guarantee = "exactly_once" if row == "eos_exactly_once" else "at_least_once"
-    config = bench.config(f"lat-{row}", guarantee, output_topic=out)
+    guarantee = "exactly_once" if row.startswith("eos_exactly_once") else "at_least_once"
+    data_path = "jvm" if row.endswith("_jvm") else "python"
+    config = bench.config(f"lat-{row}", guarantee, output_topic=out, data_path=data_path)
     df = eos.read_stream(bench.session(), config, [topic_in])
     if row == "spark_kafka_sink":
         writer = (

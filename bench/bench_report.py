@@ -265,12 +265,31 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
         return median(per_round)
 
     rss = result.get("rss", {})
-    lat = result.get("latency", {}).get("eos_exactly_once", {})
+    latencies = result.get("latency", {})
+    lat = latencies.get("eos_exactly_once", {})
+
+    def p99_ratio(row: str, base: str) -> float | None:
+        a, b = latencies.get(row, {}).get("p99_ms"), latencies.get(base, {}).get("p99_ms")
+        return None if a is None or not b else a / b
+
     restore = result.get("restore", {})
     checks = {
         "eos_exactly_once_vs_builtin >= 1.0": (tp_ratio("eos_exactly_once", BASELINE), 1.0),
         "eos_exactly_once_vs_builtin >= 0.8 (floor)": (tp_ratio("eos_exactly_once", BASELINE), 0.8),
         "eos_at_least_once_vs_builtin >= 1.0": (tp_ratio("eos_at_least_once", BASELINE), 1.0),
+        # the JVM data path (a query eos only writes), and the Python path's own cost over the control row
+        "eos_exactly_once_jvm_vs_builtin >= 1.0": (tp_ratio("eos_exactly_once_jvm", BASELINE), 1.0),
+        "eos_exactly_once_jvm_vs_builtin >= 0.95 (floor)": (tp_ratio("eos_exactly_once_jvm", BASELINE), 0.95),
+        "eos_at_least_once_jvm_vs_builtin >= 1.0": (tp_ratio("eos_at_least_once_jvm", BASELINE), 1.0),
+        "eos_exactly_once_jvm_small_batch_vs_builtin_small_batch >= 0.9": (
+            tp_ratio("eos_exactly_once_jvm_small_batch", "spark_kafka_sink_small_batch"),
+            0.9,
+        ),
+        "eos_exactly_once_vs_bare_map_in_arrow >= 0.9": (
+            tp_ratio("eos_exactly_once", "bare_map_in_arrow"),
+            0.9,
+        ),
+        "p99_latency_jvm_over_builtin <= 1.1": (p99_ratio("eos_exactly_once_jvm", BASELINE), 1.1),
         "eos_stateful_per_row_vs_builtin >= 0.5": (tp_ratio("eos_exactly_once_stateful", BASELINE), 0.5),
         "eos_stateful_process_batch_vs_builtin >= 0.8": (
             tp_ratio("eos_exactly_once_stateful_batch", BASELINE),

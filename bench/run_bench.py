@@ -210,7 +210,12 @@ def main() -> int:
                 result["split"] = measured("split", bench.split)
             if "latency" not in skip:
                 result["latency"] = {}
-                for row in ("spark_kafka_sink", "eos_at_least_once", "eos_exactly_once"):
+                for row in (
+                    "spark_kafka_sink",
+                    "eos_at_least_once",
+                    "eos_exactly_once",
+                    "eos_exactly_once_jvm",
+                ):
                     rate = f"{args.latency_rate}/s for {args.latency_seconds:.0f}s"
                     log(f"latency {row}: {rate} at a 1 s trigger")
                     result["latency"][row] = measured(f"latency {row}", lambda row=row: latency(bench, row))

@@ -5,7 +5,7 @@ Here each combination below gets a venv with its Python and pinned libraries (eo
 checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._spark._cache.maven_args`), a
 broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
-read_committed source, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (PySpark 4.2+).
+read_committed source, the JVM data path, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (PySpark 4.2+).
 
 The `pip-spark-X.Y` combinations pin nothing but Spark: eos's wheel and `pyspark==X.Y.Z` are installed
 together as a user would (`pip install eos_spark-*.whl pyspark==3.5.7`), so each gets what pip picks
@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 E2E_CLASSIC = [
     "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[classic]",
+    # the JVM data path (eos's jar, built against the installed PySpark, on Scala 2.12 too)
+    "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[jvm]",
+    "tests/integration/test_jvm_writer.py",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
     "[transactional-classic-rows]",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
