@@ -5,7 +5,8 @@ Here each combination below gets a venv with its Python and pinned libraries (eo
 checkout), Spark's Kafka connector for its Spark (Scala 2.12 or 2.13, `eos._spark._cache.maven_args`), a
 broker of its Kafka version (`EOS_BROKER_VERSION`), and then runs the unit tests and the e2e tests that
 prove the guarantee: driver SIGKILLs mid-stream, the stateful counts under kills, `read_stream`'s
-read_committed source, the JVM data path, `format("eos")` (Spark 4.0+) and real-time mode's ForeachWriter (PySpark 4.2+).
+read_committed source, the JVM data path, `format("eos")` (Spark 4.0+) and real-time mode's
+ForeachWriter (PySpark 4.2+).
 
 The `pip-spark-X.Y` combinations pin nothing but Spark: eos's wheel and `pyspark==X.Y.Z` are installed
 together as a user would (`pip install eos_spark-*.whl pyspark==3.5.7`), so each gets what pip picks
