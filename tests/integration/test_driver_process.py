@@ -239,6 +239,55 @@ def _wait_stopped(pid: int, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
+# make chaos (long-test): two drivers one after another, ~60 s a data path.
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.parametrize("data_path", ["python", "jvm"])
+def test_a_paused_driver_is_fenced_by_a_successor_and_its_transaction_never_shows(
+    bootstrap, names, tmp_path, data_path
+):
+    """F8 through Spark, on either data path: a task of the first driver stops itself (SIGSTOP,
+    EOS_PAUSE_AT=after_produce) mid-transaction, its outputs produced and nothing of it committed; a
+    second driver of the same app (a checkpoint of its own, as a run moved elsewhere) writes the whole
+    input, its producers fencing the stopped one's; resumed, the stopped task is fenced (its log says
+    so) and commits nothing. Read read_committed, the output is the input exactly once."""
+    source, output, sent = seed(bootstrap, names, 200)
+    app_id, once = names("app"), tmp_path / "once"
+    once.mkdir()
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": data_path}
+    zombie = start_pipeline(
+        bootstrap,
+        app_id,
+        source,
+        output,
+        tmp_path / "ckpt-a",
+        tmp_path / "a.jsonl",
+        env={**env, "EOS_PAUSE_AT": "after_produce", "EOS_CRASH_ONCE_DIR": str(once)},
+    )
+    paused = once / "paused-after_produce"
+    deadline = time.monotonic() + 180
+    while not (paused.exists() and paused.read_text().strip()):
+        assert zombie.running(), zombie.log_tail()
+        assert time.monotonic() < deadline, "no task paused within 180 s"
+        time.sleep(0.05)
+    pid = int(paused.read_text())
+    _wait_stopped(pid)  # outputs produced, nothing of this transaction committed
+    try:
+        winner = start_pipeline(
+            bootstrap, app_id, source, output, tmp_path / "ckpt-b", tmp_path / "b.jsonl", env=env
+        )
+        finish(winner)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    zombie.wait(180)  # failed, or (a task retry) found every offset committed and wrote nothing
+    log = Path(zombie.log_path).read_text(errors="replace")
+    assert "this attempt is a zombie" in log, zombie.log_tail()  # the fault hit: the paused task was fenced
+    assert {s["data_path"] for s in read_summaries(tmp_path / "b.jsonl")} == {data_path}
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    print(f"{data_path}: the paused task was fenced; {result}")
+    assert result.exactly_once, result
+
+
 def test_paused_zombie_is_fenced_after_takeover_and_writes_nothing(bootstrap, names, tmp_path):
     """F8 for real: an incarnation of a partition task is SIGSTOPped mid-transaction, another takes
     the partition over (on another host: its own state directory) and commits; the zombie is resumed

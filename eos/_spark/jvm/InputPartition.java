@@ -23,18 +23,23 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.CorruptRecordException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidTimestampException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.spark.TaskContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 
 /** One input partition's rows of a task, written exactly once. */
 final class InputPartition {
+  private static final Logger LOG = LoggerFactory.getLogger("eos.task");
   /** How long a kept producer waits for a stable committed offset before it is replaced (Python: PROBE_S). */
   private static final Duration PROBE = Duration.ofSeconds(1);
 
@@ -46,6 +51,8 @@ final class InputPartition {
   private final long t0 = System.nanoTime();
   private KafkaProducer<byte[], byte[]> producer;
   private boolean open;
+  /** the JVM's kept producer, trusted by step 2 (not a fresh one) */
+  private boolean reused;
   private long opened;
   private Long committed;
   private Long committedBefore;
@@ -93,12 +100,14 @@ final class InputPartition {
       found = committedOffset(Duration.ofMillis(s.timeoutMs));
     } else if (kept != null) {
       producer = kept.producer;
+      reused = true;
       found = committedOffset(PROBE);
       // 2. A kept producer is trusted only where the committed stamp is its own last commit: another
       // incarnation committed since (it may have fenced this one), or the offset is not stable yet.
       if (found == UNSTABLE || found == null || !kept.stamp.equals(Stamp.clean(found.metadata()))) {
         kept.producer.close(Duration.ZERO);
         producersReplaced++;
+        reused = false;
         producer = fresh();
         found = committedOffset(Duration.ofMillis(s.timeoutMs));
       }
@@ -381,8 +390,19 @@ final class InputPartition {
     return stats();
   }
 
-  /** After an error: the open transaction aborted where the producer still can, the producer closed. */
-  void fail() {
+  /** After `error` (null: not known): the open transaction aborted where the producer still can, the
+   * producer closed. A fenced producer is said in the executor's log in the Python path's words (8c): a
+   * newer attempt owns the transactional.id, so this one is a zombie; or, for a kept producer before its
+   * first commit in this task, another executor took the partition (the Python path replaces such a
+   * producer and replays; here Spark's task retry starts again with a fresh one). */
+  void fail(Throwable error) {
+    if (fenced(error)) {
+      if (reused && transactions == 0) {
+        LOG.warn("kept producer displaced: {} ({})", tid, error.toString());
+      } else {
+        LOG.error("fenced: this attempt is a zombie: {} ({})", tid, error.toString());
+      }
+    }
     if (producer == null || !s.exactlyOnce) {
       producer = null; // at_least_once: the shared producer stays; what it sent is written again
       return;
@@ -397,6 +417,16 @@ final class InputPartition {
     }
     producer.close(Duration.ZERO);
     producer = null;
+  }
+
+  /** Whether `error` (or what caused it) says a newer producer owns the transactional.id. */
+  private static boolean fenced(Throwable error) {
+    for (Throwable e = error; e != null; e = e.getCause() == e ? null : e.getCause()) {
+      if (e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** The stats row of eos's STATS_DDL, in its order, as plain Java values (a task's result). */

@@ -41,6 +41,7 @@ public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, List<
     Set<String> done = new HashSet<>();
     InputPartition run = null;
     long last = -1;
+    Throwable error = null;
     try {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
@@ -72,9 +73,12 @@ public class PassThrough implements FlatMapFunction<Iterator<InternalRow>, List<
         stats.add(run.finish());
         run = null;
       }
+    } catch (RuntimeException | Error e) {
+      error = e;
+      throw e;
     } finally {
       if (run != null) {
-        run.fail();
+        run.fail(error);
       }
     }
     return stats.iterator();
