@@ -379,6 +379,52 @@ _LIBRDKAFKA_ONLY = frozenset(
 )
 
 
+#: The Java producer settings the JVM data path takes from `Config.producer`, which holds them under
+#: librdkafka's names: SETTINGS' name for a renamed or converted one, else the Java name itself.
+_JVM_PRODUCER = (
+    "acks",
+    "batch.size",
+    "buffer.memory",
+    "compression.type",
+    "delivery.timeout.ms",
+    "enable.idempotence",
+    "linger.ms",
+    "max.in.flight.requests.per.connection",
+    "max.request.size",
+    "request.timeout.ms",
+    "retries",
+    "retry.backoff.ms",
+)
+#: librdkafka's aliases of those settings (its CONFIGURATION.md), to its own names
+_LIBRDKAFKA_ALIASES = {
+    "request.required.acks": "acks",
+    "compression.codec": "compression.type",
+    "queue.buffering.max.ms": "linger.ms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "message.send.max.retries": "retries",
+    "message.timeout.ms": "delivery.timeout.ms",
+}
+#: a converted setting's librdkafka value in the Java client's units
+_TO_JAVA_UNITS: dict[str, Callable[[str], str]] = {"buffer.memory": lambda kib: str(int(kib) * 1024)}
+
+
+def java_producer(settings: Mapping[str, Any]) -> dict[str, str]:
+    """`Config.producer` (librdkafka's names) as the Java client's settings, for the producers of the JVM
+    data path; ConfigError naming the first setting the Java client has no equivalent of."""
+    by_librdkafka = {(SETTINGS.get(java) or _same()).target or java: java for java in _JVM_PRODUCER}
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        java = by_librdkafka.get(_LIBRDKAFKA_ALIASES.get(key, key))
+        if java is None:
+            raise ConfigError(f"producer.{key}", "has no Java client setting eos knows to match it")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        try:
+            out[java] = _TO_JAVA_UNITS[java](text) if java in _TO_JAVA_UNITS else text
+        except ValueError:
+            raise ConfigError(f"producer.{key}", f"{value!r} is not a whole number") from None
+    return out
+
+
 def spark_source_options(config: Config) -> dict[str, str]:
     """`kafka.*` options for Spark's Kafka source, carrying the same shared settings."""
     options = {"kafka.bootstrap.servers": config.bootstrap_servers}

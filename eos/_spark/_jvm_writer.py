@@ -52,8 +52,10 @@ def ineligible(config: Config, functions: Functions) -> str | None:
     for name in ("key_serializer", "value_serializer", "key_deserializer", "value_deserializer"):
         if getattr(config, name, None) is not None:
             return f"{name} is set"
-    if config.producer:
-        return "producer settings are set (librdkafka's, which the JVM's Kafka client does not take)"
+    try:
+        _java.java_producer(config.producer)
+    except ConfigError as exc:
+        return f"{exc.field} {exc.reason}"
     return None
 
 
@@ -185,20 +187,33 @@ def plan(
         "timestamp_kind": fields[layout.out_timestamp][1] if layout.out_timestamp else None,
         "sources": sources,
         "client": client,
-        "producer": {
-            "client.id": _names.client_id(config.app_id),
-            "linger.ms": "5",
-            "enable.idempotence": "true",
-            "transaction.timeout.ms": str(config.transaction_timeout_ms),
-            "delivery.timeout.ms": str(config.transaction_timeout_ms),
-            "request.timeout.ms": str(min(30_000, config.transaction_timeout_ms - 5)),
-            **(
-                {}
-                if limit is None
-                else {"max.request.size": str(min(limit, 1 << 20)), "batch.size": str(min(limit, 16_384))}
-            ),
-        },
+        "producer": _producer(config, limit),
     }
+
+
+def _producer(config: Config, limit: int | None) -> dict[str, str]:
+    """The JVM's producer settings: eos's defaults, the user's (`Config.producer`, in the Java client's
+    names), then what eos decides whatever they say, as for the Python path's producers
+    (`eos._kafka._clients.producer_settings`): idempotence, the transaction timeout, a delivery timeout
+    within it; and no record batch above the output topic's `limit`."""
+    settings = {"client.id": _names.client_id(config.app_id), "linger.ms": "5"}
+    settings.update(_java.java_producer(config.producer))
+    transaction = config.transaction_timeout_ms
+    delivery = min(int(settings.get("delivery.timeout.ms", transaction)), transaction)
+    # the Java client refuses a delivery timeout below linger.ms + request.timeout.ms
+    request = min(int(settings.get("request.timeout.ms", 30_000)), delivery - int(settings["linger.ms"]))
+    settings.update(
+        {
+            "enable.idempotence": "true",
+            "transaction.timeout.ms": str(transaction),
+            "delivery.timeout.ms": str(delivery),
+            "request.timeout.ms": str(request),
+        }
+    )
+    if limit is not None:
+        settings["max.request.size"] = str(min(limit, int(settings.get("max.request.size", 1 << 20))))
+        settings["batch.size"] = str(min(limit, int(settings.get("batch.size", 16_384))))
+    return settings
 
 
 #: the Java client's exceptions for a record refused for good, in librdkafka's words

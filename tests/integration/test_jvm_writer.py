@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 import eos
 from eos import testing
@@ -164,3 +164,49 @@ def test_what_the_jvm_writer_cannot_write_stays_on_the_python_path(spark, bootst
     assert result.exactly_once and result.missing == 0, result
     with pytest.raises(ConfigError, match="data_path"):
         _config(bootstrap, app, output, data_path="scala")
+
+
+def test_producer_settings_reach_the_jvm_writers_producers(spark, bootstrap, names, seeded, tmp_path):
+    """`Config.producer` (librdkafka's names) on the JVM data path: the Java client's own settings
+    write the query; a message.max.bytes below one record's size refuses that record, named, as the
+    Python path's client does (the Java client's default would take it); a setting the Java client
+    has no match for keeps the query on the Python path ("auto"), or is refused by name ("jvm")."""
+    source, output, sent = seeded
+    app = names("app")
+    settings = {
+        "linger.ms": 20,
+        "compression.type": "lz4",
+        "acks": "all",
+        "queue.buffering.max.kbytes": 32768,
+    }
+    config = _config(bootstrap, app, output, producer=settings)
+    summaries = _run(spark, config, source, tmp_path / "a")
+    assert {s.data_path for s in summaries} == {"jvm"}
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+    big, big_out = names("big"), names("big-out")
+    testing.create_topic(bootstrap, big, 1)
+    testing.create_topic(bootstrap, big_out, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(6):
+        producer.produce(big, b"x" * (3_000 if i == 5 else 10), partition=0)
+    assert producer.flush(30) == 0
+    limited = _config(bootstrap, names("app"), big_out, producer={"message.max.bytes": 1000})
+    with pytest.raises(Exception) as failed:
+        _run(spark, limited, big, tmp_path / "b")
+    message = str(failed.value)
+    assert f"input record {big}/0@5" in message and "too large" in message.lower(), message[-3000:]
+    records, _ = testing.read_topic(bootstrap, big_out, marker=testing.write_markers(bootstrap, big_out))
+    assert records == []  # the transaction holding the refused record aborted: nothing of it committed
+
+    other = {"batch.num.messages": "1000"}
+    with pytest.raises(ConfigError, match="producer.batch.num.messages"):
+        eos.sink(_config(bootstrap, app, output, producer=other))
+    auto = _run(
+        spark,
+        _config(bootstrap, names("app"), output, producer=other, data_path="auto"),
+        source,
+        tmp_path / "c",
+    )
+    assert {s.data_path for s in auto} == {"python"}

@@ -338,3 +338,42 @@ def test_a_kerberos_keytab_login_both_ways():
     assert (
         "kafka.sasl.kerberos.keytab" not in options and options["kafka.sasl.kerberos.service.name"] == "kafka"
     )
+
+
+@pytest.mark.parametrize("key", _java._JVM_PRODUCER)
+def test_a_producer_setting_goes_back_to_its_java_name_for_the_jvm_data_path(key):
+    """`Config.producer` holds librdkafka's names; the JVM data path's producers get the Java setting
+    each came from (`from_java` and back)."""
+    value = "33554432" if key == "buffer.memory" else JAVA_VALUES[key]  # a whole number of KiB
+    assert _java.java_producer(from_java({key: value})) == {key: value}
+
+
+def test_librdkafkas_aliases_reach_the_java_names():
+    aliases = {
+        "request.required.acks": "all",
+        "compression.codec": "lz4",
+        "queue.buffering.max.ms": "20",
+        "message.timeout.ms": "30000",
+        "enable.idempotence": True,
+    }
+    assert _java.java_producer(aliases) == {
+        "acks": "all",
+        "compression.type": "lz4",
+        "linger.ms": "20",
+        "delivery.timeout.ms": "30000",
+        "enable.idempotence": "true",
+    }
+
+
+@pytest.mark.parametrize(
+    "settings,field",
+    [
+        ({"linger.ms": "5", "batch.num.messages": "1000"}, "producer.batch.num.messages"),
+        ({"partitioner": "murmur2_random"}, "producer.partitioner"),
+        ({"queue.buffering.max.kbytes": "lots"}, "producer.queue.buffering.max.kbytes"),
+    ],
+)
+def test_a_producer_setting_without_a_java_match_is_named(settings, field):
+    with pytest.raises(eos.ConfigError) as caught:
+        _java.java_producer(settings)
+    assert caught.value.field == field
