@@ -40,9 +40,9 @@ E2E_CLASSIC = [
     "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[jvm]",
     "tests/integration/test_jvm_writer.py",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
-    "[transactional-classic-rows]",
+    "[transactional-classic-rows-rocksdb]",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
-    "[wipe-classic-batch]",
+    "[wipe-classic-batch-rocksdb]",
     "tests/integration/test_spark_read.py",
     "tests/integration/test_deploy.py",  # on a 2-worker cluster: eos's task placement classes too
     "tests/integration/test_affinity.py",  # the placement classes (Scala 2.12's coalescer on Spark 3.5)
@@ -57,7 +57,7 @@ E2E_CLASSIC = [
 E2E_CONNECT = [
     "tests/integration/test_driver_process.py::test_driver_sigkilled_three_times_stays_exactly_once[connect]",
     "tests/integration/test_state.py::test_stateful_exactly_once_survives_kills_abort_and_lost_state"
-    "[transactional-connect-batch]",
+    "[transactional-connect-batch-sqlite]",
     "tests/integration/test_format_eos.py::test_driver_sigkilled_running_counts_stay_exactly_once[connect]",
 ]
 
