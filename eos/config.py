@@ -297,10 +297,10 @@ class Config:
     #: one confluent-kafka produce() per record, as at_least_once always does.
     arrow_produce: bool = attrs.field(default=True, validator=_boolean)
     #: Which code writes a pass-through batch (no process, process_batch, on_commit, stores, serializers,
-    #: deserializers, or producer settings the Java client has not; on_error "fail", input_mode "kafka"):
-    #: "jvm", the executors' own Kafka client, the rows never entering Python (a classic session, eos's
-    #: jar loaded); "python", the Python workers; "auto", the JVM where the query can take it, else Python
-    #: (logged once, with why).
+    #: deserializers, or producer settings the Java client has not; input_mode "kafka"; on_error "fail",
+    #: or "dead_letter" with exactly_once): "jvm", the executors' own Kafka client, the rows never
+    #: entering Python (a classic session, eos's jar loaded); "python", the Python workers; "auto", the
+    #: JVM where the query can take it, else Python (logged once, with why).
     data_path: str = "auto"
     #: What a bad record does (one whose `process` raises or returns what Kafka cannot carry, whose output
     #: the broker refuses as too large or invalid): "fail" stops the query naming it; "dead_letter" writes

@@ -62,15 +62,10 @@ class DeadLetters:
     def add(self, exc: RecordError) -> None:
         """`exc`'s record is dead from now on; raises past the bound, or where its dead letter was refused."""
         if exc.offset in self.found:
-            reason = f"the dead letter of this record was refused too ({exc.reason}); its error was:"
-            raise ProduceError(f"{reason} {self.found[exc.offset].reason}", **self._where(exc)) from exc
+            raise letter_refused(exc.reason, self.found[exc.offset].reason, **self._where(exc)) from exc
         if len(self.found) >= self.config.max_dead_letters_per_batch:
-            raise TooManyDeadLettersError(
-                f"{len(self.found) + 1} bad records in batch {self.batch_id} of input partition"
-                f" {self.topic}/{self.partition}, more than max_dead_letters_per_batch"
-                f" ({self.config.max_dead_letters_per_batch}); the last: {exc.reason}",
-                **self._where(exc),
-            ) from exc
+            count = len(self.found) + 1
+            raise too_many(self.config, self.batch_id, count, exc.reason, **self._where(exc)) from exc
         self.found[exc.offset] = exc
 
     def _where(self, exc: RecordError) -> dict[str, Any]:
@@ -96,7 +91,7 @@ class DeadLetters:
         value = fields.get("value")
         headers = _input_headers(row)
         headers += [
-            (EXCEPTION, _class_name(cause if cause is not None else exc)),
+            (EXCEPTION, class_name(cause if cause is not None else exc)),
             (KIND, type(exc).__name__),
             (MESSAGE, exc.reason),
             (TOPIC, self.topic),
@@ -119,6 +114,29 @@ class DeadLetters:
         )
 
 
+def letter_refused(reason: str, first: str, *, topic: str, partition: int, offset: int) -> ProduceError:
+    """The error where a bad record's dead letter was refused too (`reason`); `first`: its own error."""
+    return ProduceError(
+        f"the dead letter of this record was refused too ({reason}); its error was: {first}",
+        topic=topic,
+        partition=partition,
+        offset=offset,
+    )
+
+
+def too_many(
+    config: Config, batch_id: int, count: int, last: str, *, topic: str, partition: int, offset: int
+) -> TooManyDeadLettersError:
+    """The error of the `count`th bad record of an input partition in a batch, past the bound."""
+    return TooManyDeadLettersError(
+        f"{count} bad records in batch {batch_id} of input partition {topic}/{partition}, more than"
+        f" max_dead_letters_per_batch ({config.max_dead_letters_per_batch}); the last: {last}",
+        topic=topic,
+        partition=partition,
+        offset=offset,
+    )
+
+
 def _as_sent(row: pa.RecordBatch, name: str) -> bytes | str | None:
     """Column `name` of the one-row batch as a dead letter carries it: bytes or text as they are, any
     other type (the struct a Schema Registry serializer did not take) as JSON text."""
@@ -138,7 +156,7 @@ def _input_headers(row: pa.RecordBatch) -> list[tuple[str, bytes | None]]:
         return []
 
 
-def _class_name(exc: BaseException) -> str:
+def class_name(exc: BaseException) -> str:
     module = type(exc).__module__
     return type(exc).__qualname__ if module == "builtins" else f"{module}.{type(exc).__qualname__}"
 

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from eos import _names
-from eos._core import _arrow, _input
+from eos._core import _arrow, _deadletter, _input
 from eos._core._arrow import Layout
 from eos._core._incarnation import commit_lost
 from eos._core._input import Provenance
@@ -42,8 +42,8 @@ def ineligible(config: Config, functions: Functions) -> str | None:
     """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do."""
     if config.input_mode != "kafka":
         return "input_mode is 'any'"
-    if config.on_error != "fail":
-        return f"on_error is {config.on_error!r} (the JVM writer has no dead letters)"
+    if config.on_error != "fail" and not config.exactly_once:
+        return "on_error is 'dead_letter' with at_least_once (the JVM writer dead-letters in transactions)"
     for name in ("process", "process_batch", "on_commit"):
         if getattr(functions, name, None) is not None:
             return f"the query has a {name} function"
@@ -188,6 +188,34 @@ def plan(
         "sources": sources,
         "client": client,
         "producer": _producer(config, limit),
+        "dead_letters": _dead_letters(config) if config.on_error == "dead_letter" else None,
+    }
+
+
+def _dead_letters(config: Config) -> dict:
+    """on_error "dead_letter": the topic, the bound, and the Python path's header names and words for the
+    JVM writer's dead letters (its messages rendered here with @@-marked places the JVM fills)."""
+    error = ProduceError("", topic="", partition=0, offset=0)
+    names = (
+        "exception",
+        "kind",
+        "message",
+        "topic",
+        "partition",
+        "offset",
+        "app_id",
+        "batch_id",
+        "value_bytes",
+    )
+    return {
+        "topic": config.dead_letter_topic,
+        "max": config.max_dead_letters_per_batch,
+        "exception": _deadletter.class_name(error),
+        "kind": type(error).__name__,
+        "headers": {name: getattr(_deadletter, name.upper()) for name in names},
+        "refused": _collector.refused("@@out@@", "@@reason@@", "", 0, 0, True).reason,
+        "before_1970": _collector.before_1970("@@out@@", "@@timestamp@@", "", 0, 0).reason,  # type: ignore[arg-type]
+        "words": _JAVA_REFUSALS,
     }
 
 
@@ -268,8 +296,15 @@ def _error(r: dict, config: Config, batch_id: int, layout: Layout, provenance: P
             else "the Kafka source gives every record a topic, partition and offset"
         )
         return _input.coordinate_error(topic, partition, r["offset"], r["column"], truth, layout)
+    if name == "TooManyDeadLettersError":
+        where = {"topic": topic, "partition": partition, "offset": r["offset"]}
+        return _deadletter.too_many(config, batch_id, r["count"], r["last"], **where)
     if name == "ProduceError":
         kind, offset = r["kind"], r.get("offset")
+        if kind == "letter_refused":
+            return _deadletter.letter_refused(
+                r["reason"], r["first"], topic=topic, partition=partition, offset=offset
+            )
         if kind == "no_topic":
             return ProduceError(_collector.NO_TOPIC, topic=topic, partition=partition, offset=offset)
         if kind == "unwritable":

@@ -105,7 +105,8 @@ def main() -> None:
         config,
         source,
         api,
-        on_commit=partial(append_commit, commits),
+        # pass-through: no on_commit, so that it takes the JVM data path (whose tasks run no Python)
+        on_commit=None if api == "passthrough" else partial(append_commit, commits),
         on_batch=partial(append_summary, summaries),
         maxOffsetsPerTrigger=2_400,
     )

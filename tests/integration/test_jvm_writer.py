@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from eos import testing
 from eos._kafka import _offsets, _witness
 from eos._spark import _jvm_writer
 from eos.errors import ConfigError
+from tests.support.deadletters import letters_by_input
 
 PARTITIONS = 4
 PER_PARTITION = 2_000
@@ -210,3 +212,72 @@ def test_producer_settings_reach_the_jvm_writers_producers(spark, bootstrap, nam
         tmp_path / "c",
     )
     assert {s.data_path for s in auto} == {"python"}
+
+
+def test_dead_letters_are_the_python_paths_own(spark, bootstrap, names, tmp_path):
+    """on_error="dead_letter", pass-through, exactly_once, both paths over one input: the outputs the
+    output topic refuses as too large go to the dead-letter topic once each, with the same key and
+    headers (the input's, then the error's, the value left out and its size said) whichever path wrote
+    them; past max_dead_letters_per_batch both refuse the batch with the same error."""
+    source = names("in")
+    testing.create_topic(bootstrap, source, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(60):
+        value = b"x" * 100_000 if i % 10 == 4 else b"v%d" % i
+        producer.produce(source, value, b"k%d" % i, partition=0, headers=[("h", b"%d" % i)])
+    assert producer.flush(30) == 0
+
+    def run(path: str, most: int):
+        output, dead = names(f"out-{path}-{most}"), names(f"dlq-{path}-{most}")
+        testing.create_topic(bootstrap, output, 1, config={"max.message.bytes": "65536"})
+        testing.create_topic(bootstrap, dead, 1)
+        config = _config(
+            bootstrap,
+            names(f"app-{path}-{most}"),
+            output,
+            data_path=path,
+            on_error="dead_letter",
+            dead_letter_topic=dead,
+            max_dead_letters_per_batch=most,
+        )
+        df = eos.read_stream(spark, config, [source], includeHeaders="true")
+        summaries = []
+        query = (
+            df.writeStream.foreachBatch(eos.sink(config, on_batch=summaries.append))
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{path}-{most}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert {s.data_path for s in summaries} == {path}
+        records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+        letters = letters_by_input(bootstrap, dead, source)
+        return records, letters
+
+    def shown(letter) -> tuple:
+        headers = [
+            (k, v) for k, v in letter.headers if k not in ("__eos.errors.app.id", "__eos.errors.message")
+        ]
+        message = dict(letter.headers)["__eos.errors.message"].decode()
+        assert message.startswith("output to 'out-"), message
+        return letter.key, letter.value, headers
+
+    written = {}
+    for path in ("python", "jvm"):
+        records, letters = run(path, 100)
+        assert [r.value for r in records] == [b"v%d" % i for i in range(60) if i % 10 != 4]
+        assert sorted(letters) == [(0, i) for i in range(4, 60, 10)]
+        assert all(len(found) == 1 for found in letters.values())
+        written[path] = {where: shown(found[0]) for where, found in letters.items()}
+        sizes = {dict(found[0].headers).get("__eos.errors.value.bytes") for found in letters.values()}
+        assert sizes == {b"100000"}, sizes
+    assert written["jvm"] == written["python"]
+
+    errors = {}
+    for path in ("python", "jvm"):
+        with pytest.raises(Exception) as failed:
+            run(path, 3)
+        errors[path] = re.findall(
+            r"TooManyDeadLettersError: (.*?more than max_dead_letters_per_batch \(3\))", str(failed.value)
+        )
+    assert errors["jvm"] and errors["jvm"][-1] == errors["python"][-1], errors

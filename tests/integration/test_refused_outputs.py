@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import kill_after_commits, line_count, write_available
+from conftest import kill_after_commits, kill_after_committed, line_count, write_available
 
 import eos
 from eos import testing
@@ -69,7 +69,8 @@ _LONG = pytest.mark.long
 @pytest.mark.parametrize(
     "api",
     [
-        pytest.param("passthrough", marks=_LONG),
+        "passthrough",  # the JVM data path (data_path "auto")
+        pytest.param("passthrough-python", marks=_LONG),
         pytest.param("process", marks=_LONG),
         "process_batch",
         pytest.param("format_eos", marks=_LONG),
@@ -79,11 +80,13 @@ def test_many_refused_outputs_in_one_transaction_are_each_dead_lettered(
     spark, bootstrap, names, tmp_path, api
 ):
     """One input partition of 1,200 rows written in one transaction: 30 outputs refused and, but for
-    pass-through, 17 rows whose function raises (`format("eos")`: with process_batch). (Before: the
-    second refusal's transaction was redone record by record until librdkafka's "Erroneous state"
-    failed the task as fatal, at every attempt.)"""
+    pass-through, 17 rows whose function raises (`format("eos")`: with process_batch). Pass-through on
+    either data path. (Before: the second refusal's transaction was redone record by record until
+    librdkafka's "Erroneous state" failed the task as fatal, at every attempt.)"""
     source, output, dead_letters, sent = _topics(bootstrap, names, 1, 1_200)
-    config = config_of(bootstrap, names("app"), output, dead_letters, commit_every=5_000)
+    path = "python" if api == "passthrough-python" else "auto"
+    api = api.removesuffix("-python")
+    config = config_of(bootstrap, names("app"), output, dead_letters, commit_every=5_000, data_path=path)
     if api == "format_eos":
         _write_with_format_eos(spark, config, source, tmp_path / "ckpt")
         api = "process_batch"
@@ -92,6 +95,8 @@ def test_many_refused_outputs_in_one_transaction_are_each_dead_lettered(
         write_available(df, sink, tmp_path / "ckpt")
         (summary,) = sink.history
         assert summary.transactions == 1, summary
+        assert summary.data_path == ("jvm" if api == "passthrough" and path == "auto" else "python"), summary
+        assert summary.dead_letters == (30 if api == "passthrough" else summary.dead_letters), summary
     kinds = _check(bootstrap, source, output, dead_letters, sent, api)
     assert kinds["refused"] == 30 and (kinds["raise"] > 10) == (api != "passthrough"), kinds
 
@@ -116,11 +121,12 @@ def _write_with_format_eos(spark, config, source, checkpoint) -> None:
 
 
 @pytest.mark.long  # ~50 s: make chaos (make test runs the same refusals in-session for every API)
-def test_refused_outputs_are_dead_lettered_once_through_a_driver_kill(bootstrap, names, tmp_path):
-    """process_batch over 4 partitions x 1,500 rows, 2,400 rows a batch, transactions of 400 rows, each
-    with a few outputs the broker refuses and a few rows that raise; the driver is SIGKILLed after a few
-    transactions committed, mid-batch, then run again on the same checkpoint."""
-    api = "process_batch"
+@pytest.mark.parametrize("api", ["process_batch", "passthrough"])
+def test_refused_outputs_are_dead_lettered_once_through_a_driver_kill(bootstrap, names, tmp_path, api):
+    """process_batch (or pass-through, on the JVM data path) over 4 partitions x 1,500 rows, 2,400 rows a
+    batch, transactions of 400 rows, each with a few outputs the broker refuses (and, but for
+    pass-through, a few rows that raise); the driver is SIGKILLed after a few transactions committed,
+    mid-batch, then run again on the same checkpoint."""
     source, output, dead_letters, sent = _topics(bootstrap, names, 4, 1_500)
     app_id, checkpoint = names("app"), tmp_path / "ckpt"
     commits, summaries = tmp_path / "commits.jsonl", tmp_path / "summaries.jsonl"
@@ -130,13 +136,21 @@ def test_refused_outputs_are_dead_lettered_once_through_a_driver_kill(bootstrap,
     def driver() -> DriverProcess:
         return DriverProcess(argv, log_path=str(tmp_path / "driver.log"), cwd=ROOT)
 
-    kill_after_commits(driver(), commits, 3)
-    committed = line_count(commits)
+    if api == "passthrough":  # no on_commit: the input records the group committed say how far it got
+        config = config_of(bootstrap, app_id, output, dead_letters)
+        kill_after_committed(driver(), config, source, 4, 1_200)
+        before = letters_by_input(bootstrap, dead_letters, source)
+        assert before, "no transaction holding dead letters committed before the kill"
+    else:
+        kill_after_commits(driver(), commits, 3)
+        committed = line_count(commits)
+        before = [json.loads(line) for line in commits.read_text().splitlines()[:committed]]
+        # transactions holding dead letters had committed before the kill
+        assert any(commit["dead_letters"] for commit in before), before
     assert driver().wait() == 0, (tmp_path / "driver.log").read_text()[-4000:]
     kinds = _check(bootstrap, source, output, dead_letters, sent, api)
-    assert kinds["refused"] >= 100 and kinds["raise"] >= 60, kinds
-    # The kill hit its target: transactions holding dead letters had committed, and the batch they were
-    # part of was run again, skipping them.
-    before = [json.loads(line) for line in commits.read_text().splitlines()[:committed]]
-    assert any(commit["dead_letters"] for commit in before), before
-    assert sum(s["skipped"] for s in read_summaries(summaries)) > 0, "no kill landed mid-batch"
+    assert kinds["refused"] >= 100 and kinds["raise"] >= (0 if api == "passthrough" else 60), kinds
+    # The kill hit its target: the batch the committed transactions were part of was run again, skipping them.
+    history = read_summaries(summaries)
+    assert sum(s["skipped"] for s in history) > 0, "no kill landed mid-batch"
+    assert {s["data_path"] for s in history} == {"jvm" if api == "passthrough" else "python"}

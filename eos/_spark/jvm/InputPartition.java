@@ -19,6 +19,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.KafkaException;
@@ -79,6 +80,28 @@ final class InputPartition {
   private final Map<TopicPartition, Long> witnesses = new HashMap<>();
   private final java.util.Set<String> checked = new java.util.HashSet<>();
   private final AtomicReference<Object[]> failed = new AtomicReference<>();
+  // on_error "dead_letter" (exactly_once), as the Python path's (eos/_core/_deadletter.py, _task.py): the
+  // open transaction's rows, kept to write them again after an abort; the batch's dead records of this
+  // partition by input offset ({message, too large}); each refused output of the open transaction
+  private final Spec.DeadLetters letters;
+  private final List<Object[]> pending = new ArrayList<>();
+  private final Map<Long, Object[]> dead = new HashMap<>();
+  private final List<Object[]> refused = Collections.synchronizedList(new ArrayList<>());
+  private final java.util.Set<Exception> ownFaults =
+      Collections.synchronizedSet(Collections.newSetFromMap(new java.util.IdentityHashMap<>()));
+  private volatile Thread sendingThread;
+  private long outputsInTransaction;
+  private long lettersInTransaction;
+  private long deadLetters;
+
+  /** The open transaction holds a record of its own fault: abort it and write its rows again. */
+  private static final class Redo extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Redo() {
+      super(null, null, false, false);
+    }
+  }
 
   InputPartition(Spec s, String topic, int partition) {
     this.s = s;
@@ -86,6 +109,7 @@ final class InputPartition {
     this.partition = partition;
     this.tp = new TopicPartition(topic, partition);
     this.tid = s.appId + ":" + topic + ":" + partition;
+    this.letters = s.exactlyOnce ? s.deadLetters : null;
   }
 
   /** Steps 1-3 (and the reset check), before any row of this partition is skipped or written; `first`:
@@ -205,6 +229,30 @@ final class InputPartition {
     if (firstOffset < 0) {
       firstOffset = offset;
     }
+    if (letters != null) {
+      pending.add(new Object[] {row.copy(), offset});
+    }
+    try {
+      emit(row, offset);
+    } catch (Redo r) {
+      redo();
+    }
+    if (inTransaction >= s.commitEvery || (System.nanoTime() - opened) / 1_000_000 >= s.commitIntervalMs) {
+      commit();
+    }
+  }
+
+  /** Steps 6-7a for one row: its output (or its dead letter) sent in the transaction, begun at its
+   * first record (Kafka Streams' maybeBeginTransaction). */
+  private void emit(InternalRow row, long offset) {
+    if (letters != null && dead.containsKey(offset)) {
+      begin();
+      sendLetter(row, offset);
+      lettersInTransaction++;
+      inTransaction++;
+      lastOffset = offset;
+      return;
+    }
     String to = s.outTopic >= 0 && !row.isNullAt(s.outTopic) ? row.getUTF8String(s.outTopic).toString() : s.outputTopic;
     if (to == null) {
       throw Refusal.of("ProduceError", "kind", "no_topic", "topic", topic, "partition", partition, "offset", offset);
@@ -229,6 +277,10 @@ final class InputPartition {
               ? Math.floorDiv(row.getLong(s.outTimestamp), 1000L)
               : "int".equals(s.timestampKind) ? (long) row.getInt(s.outTimestamp) : row.getLong(s.outTimestamp);
       if (timestamp < 0) {
+        if (letters != null) { // the record's own fault: dead-lettered (a poison record, as in Python)
+          refused.add(new Object[] {null, to, offset, letters.before1970(to, timestamp), false});
+          throw new Redo();
+        }
         throw Refusal.of(
             "ProduceError", "kind", "timestamp", "output_topic", to, "timestamp", timestamp, "topic", topic,
             "partition", partition, "offset", offset);
@@ -236,77 +288,213 @@ final class InputPartition {
     }
     byte[] key = s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
     byte[] value = row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
-    RecordHeaders headers = null;
-    if (s.headers >= 0 && !row.isNullAt(s.headers)) {
-      ArrayData array = row.getArray(s.headers);
-      if (array.numElements() > 0) {
-        headers = new RecordHeaders();
-        for (int i = 0; i < array.numElements(); i++) {
-          InternalRow header = array.getStruct(i, 2);
-          headers.add(
-              new RecordHeader(
-                  header.getUTF8String(0).toString(), header.isNullAt(1) ? null : header.getBinary(1)));
-        }
-      }
-    }
-    if (!open) { // the transaction begins at its first record (Kafka Streams' maybeBeginTransaction)
+    RecordHeaders headers = inputHeaders(row);
+    begin();
+    send(new ProducerRecord<>(to, toPartition, timestamp, key, value, headers), to, offset);
+    recordsOut++;
+    outputsInTransaction++;
+    inTransaction++;
+    lastOffset = offset;
+  }
+
+  private void begin() {
+    if (!open) {
       if (s.exactlyOnce) {
         producer.beginTransaction();
       }
       open = true;
       opened = System.nanoTime();
     }
-    final String out = to;
-    try {
-      send(new ProducerRecord<>(to, toPartition, timestamp, key, value, headers), out, offset);
-    } catch (KafkaException e) {
-      // a delivery of this transaction failed before: the producer refuses every record after it
-      if (failed.get() != null) {
-        throw refusal();
-      }
-      throw e;
+  }
+
+  /** The dead letter of input record `offset`: the row's key, value and headers as they reached the sink,
+   * with the headers naming the error (eos/_core/_deadletter.py's DeadLetters.letter, whose names and
+   * words the driver hands over); the value left out, its size said, where it was refused as too large. */
+  private void sendLetter(InternalRow row, long offset) {
+    Object[] found = dead.get(offset);
+    Spec.DeadLetters d = letters;
+    byte[] key = s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
+    byte[] value = row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
+    RecordHeaders headers = inputHeaders(row);
+    if (headers == null) {
+      headers = new RecordHeaders();
     }
-    recordsOut++;
-    inTransaction++;
-    lastOffset = offset;
-    if (inTransaction >= s.commitEvery || (System.nanoTime() - opened) / 1_000_000 >= s.commitIntervalMs) {
-      commit();
+    header(headers, d.exceptionHeader, d.exception);
+    header(headers, d.kindHeader, d.kind);
+    header(headers, d.messageHeader, (String) found[0]);
+    header(headers, d.topicHeader, topic);
+    header(headers, d.partitionHeader, String.valueOf(partition));
+    header(headers, d.offsetHeader, String.valueOf(offset));
+    header(headers, d.appIdHeader, s.appId);
+    header(headers, d.batchIdHeader, String.valueOf(s.batchId));
+    if (Boolean.TRUE.equals(found[1]) && value != null) {
+      header(headers, d.valueBytesHeader, String.valueOf(value.length));
+      value = null;
+    }
+    send(new ProducerRecord<>(d.topic, null, null, key, value, headers), d.topic, offset);
+  }
+
+  private static void header(RecordHeaders headers, String name, String value) {
+    headers.add(new RecordHeader(name, value.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+  }
+
+  /** The row's Kafka headers column (`headers`), null where it has none or they are empty. */
+  private RecordHeaders inputHeaders(InternalRow row) {
+    if (s.headers < 0 || row.isNullAt(s.headers)) {
+      return null;
+    }
+    ArrayData array = row.getArray(s.headers);
+    if (array.numElements() == 0) {
+      return null;
+    }
+    RecordHeaders headers = new RecordHeaders();
+    for (int i = 0; i < array.numElements(); i++) {
+      InternalRow header = array.getStruct(i, 2);
+      headers.add(
+          new RecordHeader(header.getUTF8String(0).toString(), header.isNullAt(1) ? null : header.getBinary(1)));
+    }
+    return headers;
+  }
+
+  /** 8b with dead letters: each record of the open transaction refused for its own fault is dead from
+   * now on; the transaction aborted and its rows written again, the dead ones as their dead letters,
+   * until a run of them has none refused. Anything else refused fails the task, as without. */
+  private void redo() {
+    while (true) {
+      markDead();
+      if (open) {
+        producer.abortTransaction();
+        aborted++;
+      }
+      open = false;
+      recordsOut -= outputsInTransaction;
+      outputsInTransaction = 0;
+      lettersInTransaction = 0;
+      inTransaction = 0;
+      synchronized (witnesses) {
+        witnesses.clear();
+      }
+      failed.set(null);
+      refused.clear();
+      ownFaults.clear();
+      try {
+        for (Object[] p : pending) {
+          emit((InternalRow) p[0], (Long) p[1]);
+        }
+        return;
+      } catch (Redo again) {
+        // another record of these rows refused: round again
+      }
     }
   }
 
+  private void markDead() {
+    List<Object[]> found;
+    synchronized (refused) {
+      found = new ArrayList<>(refused);
+    }
+    if (found.isEmpty()) {
+      throw refusal(); // refused only with other records of its batch: no record of its own to name
+    }
+    for (Object[] f : found) {
+      Exception exc = (Exception) f[0];
+      long offset = (Long) f[2];
+      String message = (String) f[3];
+      if (exc != null) {
+        if (!poison(exc)) {
+          failed.set(f);
+          throw refusal();
+        }
+        message = letters.refused((String) f[1], reason(exc));
+      }
+      if (dead.containsKey(offset)) {
+        throw Refusal.of(
+            "ProduceError", exc, "kind", "letter_refused", "reason", message, "first", dead.get(offset)[0],
+            "topic", topic, "partition", partition, "offset", offset);
+      }
+      if (dead.size() >= letters.max) {
+        throw Refusal.of(
+            "TooManyDeadLettersError", exc, "count", dead.size() + 1, "last", message, "topic", topic,
+            "partition", partition, "offset", offset);
+      }
+      dead.put(offset, new Object[] {message, exc != null && tooLarge(exc)});
+    }
+  }
+
+  /** What the Python path's client says of a refusal like `exc` (the driver's words for Java's). */
+  private String reason(Exception exc) {
+    String words = letters.words.get(exc.getClass().getSimpleName());
+    String message = String.valueOf(exc.getMessage());
+    return words == null ? message : words + " (" + message + ")";
+  }
+
+  private static boolean tooLarge(Exception exc) {
+    return exc instanceof RecordTooLargeException || exc instanceof RecordBatchTooLargeException;
+  }
+
+  /** The record's own fault, which no retry mends (the Python path's _translate.is_poison). */
+  private static boolean poison(Exception exc) {
+    return exc instanceof RecordTooLargeException
+        || exc instanceof RecordBatchTooLargeException
+        || exc instanceof InvalidRecordException
+        || exc instanceof InvalidTimestampException
+        || exc instanceof CorruptRecordException;
+  }
+
   private void send(ProducerRecord<byte[], byte[]> record, String out, long offset) {
-    producer.send(
-        record,
-        (metadata, exc) -> {
-          if (exc != null) {
-            // the record the broker refused, not one refused for sharing its record batch (KIP-467)
-            Object[] first = failed.get();
-            if (first == null || (collateral((Exception) first[0]) && !collateral(exc))) {
-              failed.set(new Object[] {exc, out, offset});
-            }
-          } else {
-            synchronized (witnesses) {
-              witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
-            }
-          }
-        });
+    try {
+      sendingThread = Thread.currentThread();
+      producer.send(record, (metadata, exc) -> delivered(metadata, exc, out, offset));
+    } catch (KafkaException e) {
+      // a delivery of this transaction failed before: the producer refuses every record after it
+      if (failed.get() == null) {
+        throw e;
+      }
+      if (letters != null) {
+        throw new Redo();
+      }
+      throw refusal();
+    } finally {
+      sendingThread = null;
+    }
+  }
+
+  private void delivered(RecordMetadata metadata, Exception exc, String out, long offset) {
+    if (exc != null) {
+      // A record refused before it was sent (too large for the client) is told so in send() itself, on
+      // this task's thread; the client then fails the records queued before it with that same exception.
+      boolean own = Thread.currentThread() == sendingThread;
+      if (own) {
+        ownFaults.add(exc);
+      }
+      // the record the broker refused, not one refused for sharing its record batch (KIP-467) or its
+      // queue with a record refused before it was sent
+      boolean collateral = collateral(exc) || (!own && ownFaults.contains(exc));
+      Object[] first = failed.get();
+      if (first == null || (Boolean.TRUE.equals(first[3]) && !collateral)) {
+        failed.set(new Object[] {exc, out, offset, collateral});
+      }
+      if (!collateral) {
+        refused.add(new Object[] {exc, out, offset, null});
+      }
+    } else {
+      synchronized (witnesses) {
+        witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
+      }
+    }
   }
 
   /** The refusal of the transaction's failed delivery: the input record whose output failed. */
   private IllegalStateException refusal() {
     Object[] refused = failed.get();
+    if (refused == null) { // a record refused before it was sent (its timestamp)
+      refused = this.refused.get(0);
+    }
     Exception exc = (Exception) refused[0];
-    // the record's own fault, which no retry mends (the Python path's _translate.is_poison)
-    boolean poison =
-        exc instanceof RecordTooLargeException
-            || exc instanceof RecordBatchTooLargeException
-            || exc instanceof InvalidRecordException
-            || exc instanceof InvalidTimestampException
-            || exc instanceof CorruptRecordException;
     return Refusal.of(
         "ProduceError", exc, "kind", "refused", "output_topic", refused[1], "reason", String.valueOf(exc.getMessage()),
         "exception", exc.getClass().getSimpleName(),
-        "topic", topic, "partition", partition, "offset", refused[2], "poison", poison);
+        "topic", topic, "partition", partition, "offset", refused[2], "poison", poison(exc));
   }
 
   /** A record refused only because another record of its batch was (the client's words, KIP-467). */
@@ -323,10 +511,14 @@ final class InputPartition {
   private void commit() {
     long t = System.nanoTime();
     producer.flush();
-    flushSeconds += (System.nanoTime() - t) / 1e9;
-    if (failed.get() != null) {
-      throw refusal();
+    while (failed.get() != null || !refused.isEmpty()) {
+      if (letters == null) {
+        throw refusal();
+      }
+      redo();
+      producer.flush();
     }
+    flushSeconds += (System.nanoTime() - t) / 1e9;
     Crash.point("after_produce"); // F2
     Map<TopicPartition, Long> seen;
     synchronized (witnesses) {
@@ -369,6 +561,10 @@ final class InputPartition {
     open = false;
     transactions++;
     inTransaction = 0;
+    outputsInTransaction = 0;
+    deadLetters += lettersInTransaction;
+    lettersInTransaction = 0;
+    pending.clear();
     committed = next;
     lastStamp = stamp;
     Producers.proven(tid, stamp); // seen committed by this JVM: no read-back when it starts from it
@@ -454,7 +650,7 @@ final class InputPartition {
     v.add(0L); // restored
     v.add(0L); // snapshots_restored
     v.add(0L); // snapshots_taken
-    v.add(0L); // dead_letters
+    v.add(deadLetters);
     v.add(executor);
     v.add(executor != null && executor.equals(placed) ? 1L : 0L);
     v.add((System.nanoTime() - t0) / 1e9);

@@ -42,9 +42,64 @@ final class Spec {
   final String timestampKind;
   /** per Spark partition of the source, [topic, partition, start, end), or null where not known */
   final Source[] sources;
+  /** on_error "dead_letter": where bad records go and what their dead letters say; null: "fail" */
+  final DeadLetters deadLetters;
   final Map<String, Object> client = new HashMap<>();
   final Map<String, Object> producer = new HashMap<>();
   final Map<String, Object> consumer = new HashMap<>();
+
+  /** The dead letters' topic and bound, and their headers' names and words, as the Python path's
+   * (eos/_core/_deadletter.py, eos/_kafka/_collector.py: the driver renders its messages with @@-marked
+   * places this fills). */
+  static final class DeadLetters {
+    final String topic;
+    final long max;
+    final String exception;
+    final String kind;
+    final String exceptionHeader;
+    final String kindHeader;
+    final String messageHeader;
+    final String topicHeader;
+    final String partitionHeader;
+    final String offsetHeader;
+    final String appIdHeader;
+    final String batchIdHeader;
+    final String valueBytesHeader;
+    private final String refused;
+    private final String before1970;
+    final Map<String, String> words;
+
+    @SuppressWarnings("unchecked")
+    DeadLetters(Map<String, Object> json) {
+      topic = (String) json.get("topic");
+      max = number(json, "max");
+      exception = (String) json.get("exception");
+      kind = (String) json.get("kind");
+      Map<String, String> names = (Map<String, String>) json.get("headers");
+      exceptionHeader = names.get("exception");
+      kindHeader = names.get("kind");
+      messageHeader = names.get("message");
+      topicHeader = names.get("topic");
+      partitionHeader = names.get("partition");
+      offsetHeader = names.get("offset");
+      appIdHeader = names.get("app_id");
+      batchIdHeader = names.get("batch_id");
+      valueBytesHeader = names.get("value_bytes");
+      refused = (String) json.get("refused");
+      before1970 = (String) json.get("before_1970");
+      words = (Map<String, String>) json.get("words");
+    }
+
+    /** The message of an output to `out` refused for `reason`. */
+    String refused(String out, String reason) {
+      return refused.replace("@@out@@", out).replace("@@reason@@", reason);
+    }
+
+    /** The message of an output to `out` whose timestamp is before 1970. */
+    String before1970(String out, long timestamp) {
+      return before1970.replace("@@out@@", out).replace("@@timestamp@@", String.valueOf(timestamp));
+    }
+  }
 
   /** One Spark partition as the Kafka source read it. */
   static final class Source {
@@ -110,6 +165,8 @@ final class Spec {
                 ((Number) r.get(3)).longValue());
       }
     }
+    Map<String, Object> letters = (Map<String, Object>) json.get("dead_letters");
+    deadLetters = letters == null ? null : new DeadLetters(letters);
     client.putAll((Map<String, Object>) json.get("client"));
     producer.putAll(client);
     producer.putAll((Map<String, Object>) json.get("producer"));
