@@ -487,9 +487,6 @@ final class InputPartition {
   /** The refusal of the transaction's failed delivery: the input record whose output failed. */
   private IllegalStateException refusal() {
     Object[] refused = failed.get();
-    if (refused == null) { // a record refused before it was sent (its timestamp)
-      refused = this.refused.get(0);
-    }
     Exception exc = (Exception) refused[0];
     return Refusal.of(
         "ProduceError", exc, "kind", "refused", "output_topic", refused[1], "reason", String.valueOf(exc.getMessage()),
