@@ -278,7 +278,7 @@ final class InputPartition {
               : "int".equals(s.timestampKind) ? (long) row.getInt(s.outTimestamp) : row.getLong(s.outTimestamp);
       if (timestamp < 0) {
         if (letters != null) { // the record's own fault: dead-lettered (a poison record, as in Python)
-          refused.add(new Object[] {null, to, offset, letters.before1970(to, timestamp), false});
+          refused.add(new Object[] {null, to, offset, letters.before1970(to, timestamp)});
           throw new Redo();
         }
         throw Refusal.of(
@@ -286,8 +286,8 @@ final class InputPartition {
             "partition", partition, "offset", offset);
       }
     }
-    byte[] key = s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
-    byte[] value = row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
+    byte[] key = key(row);
+    byte[] value = value(row);
     RecordHeaders headers = inputHeaders(row);
     begin();
     send(new ProducerRecord<>(to, toPartition, timestamp, key, value, headers), to, offset);
@@ -313,8 +313,8 @@ final class InputPartition {
   private void sendLetter(InternalRow row, long offset) {
     Object[] found = dead.get(offset);
     Spec.DeadLetters d = letters;
-    byte[] key = s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
-    byte[] value = row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
+    byte[] key = key(row);
+    byte[] value = value(row);
     RecordHeaders headers = inputHeaders(row);
     if (headers == null) {
       headers = new RecordHeaders();
@@ -497,6 +497,15 @@ final class InputPartition {
   /** A record refused only because another record of its batch was (the client's words, KIP-467). */
   private static boolean collateral(Exception exc) {
     return exc.getClass() == KafkaException.class;
+  }
+
+  /** The row's key column as the output's key (null: none, or no key column). */
+  private byte[] key(InternalRow row) {
+    return s.key < 0 || row.isNullAt(s.key) ? null : bytes(row, s.key, s.keyIsString);
+  }
+
+  private byte[] value(InternalRow row) {
+    return row.isNullAt(s.value) ? null : bytes(row, s.value, s.valueIsString);
   }
 
   private static byte[] bytes(InternalRow row, int i, boolean string) {

@@ -2,8 +2,9 @@
  * The JVM data path: a batch whose rows are written to Kafka as they are (no Python function per row)
  * written by the JVM's Kafka client in the executors, its rows never entering Python. The driver
  * (eos/_spark/_jvm_writer.py) runs the sink's checks, then hands the batch and its plan to JvmWriter,
- * which runs this task function over the batch's Spark partitions. Per task: step 0 (each row's input coordinates are the Kafka source's), the rows cut into one run per
- * input topic-partition in increasing offset order, each run written by an InputPartition (steps 1-7).
+ * which runs this task function over the batch's Spark partitions. Per task: step 0 (each row's input
+ * coordinates are the Kafka source's), the rows cut into one run per input topic-partition in increasing
+ * offset order, each run written by an InputPartition (steps 1-7).
  */
 package eos.spark;
 
