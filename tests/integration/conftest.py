@@ -19,6 +19,7 @@ from pathlib import Path
 import attrs
 import pyspark
 import pytest
+from confluent_kafka import Producer
 
 from eos import testing
 from eos.session import free_port
@@ -385,6 +386,19 @@ def seed(bootstrap, names, per_partition, partitions=4):
     testing.create_topic(bootstrap, source, partitions)
     testing.create_topic(bootstrap, output, partitions)
     return source, output, testing.produce_sequence(bootstrap, source, partitions, per_partition)
+
+
+def seed_one_big(bootstrap, names, prefix: str, records: int, big_at: int, size: int) -> tuple[str, str]:
+    """A one-partition input of `records` 10-byte values but one of `size` bytes at offset `big_at`, and
+    an output topic: (input, output)."""
+    source, output = names(f"{prefix}-in"), names(f"{prefix}-out")
+    testing.create_topic(bootstrap, source, 1)
+    testing.create_topic(bootstrap, output, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(records):
+        producer.produce(source, b"x" * (size if i == big_at else 10), partition=0)
+    assert producer.flush(30) == 0
+    return source, output
 
 
 def seed_for(local: LocalBroker, names, principal: str, per_partition: int, app_prefix: str, partitions=2):

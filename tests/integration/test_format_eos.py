@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from conftest import after_failure, finish, kill_after_commits, seed, start_pipeline
+from conftest import after_failure, finish, kill_after_commits, seed, seed_one_big, start_pipeline
 from partition_task_app import SCHEMA
 
 import eos
@@ -388,13 +388,7 @@ def test_a_kafka_sink_querys_java_options_carry_over(spark, bootstrap, names, tm
     times = {r.value: r.timestamp for r in inputs}
     assert [r.timestamp for r in records] == [times[r.value] for r in records]
 
-    big, out2 = names("java-big"), names("java-out2")
-    testing.create_topic(bootstrap, big, 1)
-    testing.create_topic(bootstrap, out2, 1)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(10):
-        producer.produce(big, b"x" * (5_000 if i == 6 else 10), partition=0)
-    assert producer.flush(30) == 0
+    big, out2 = seed_one_big(bootstrap, names, "java-big", records=10, big_at=6, size=5_000)
     small = {**options, "topic": out2, "eos.app.id": names("java-small"), "kafka.max.request.size": "4096"}
     message = _query(spark, bootstrap, big, small, tmp_path / "ckpt-small")
     assert f"input record {big}/0@6" in message and "too large" in message.lower(), message[-3000:]

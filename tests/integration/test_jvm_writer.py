@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import seed_one_big
 
 import eos
 from eos import testing
@@ -187,13 +188,7 @@ def test_producer_settings_reach_the_jvm_writers_producers(spark, bootstrap, nam
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
 
-    big, big_out = names("big"), names("big-out")
-    testing.create_topic(bootstrap, big, 1)
-    testing.create_topic(bootstrap, big_out, 1)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(6):
-        producer.produce(big, b"x" * (3_000 if i == 5 else 10), partition=0)
-    assert producer.flush(30) == 0
+    big, big_out = seed_one_big(bootstrap, names, "big", records=6, big_at=5, size=3_000)
     limited = _config(bootstrap, names("app"), big_out, producer={"message.max.bytes": 1000})
     with pytest.raises(Exception) as failed:
         _run(spark, limited, big, tmp_path / "b")
