@@ -399,6 +399,12 @@ class Bench:
     def row_eos_exactly_once_jvm(self, out: str) -> dict:
         return self._jvm_row("eos_exactly_once_jvm", out)
 
+    def row_eos_exactly_once_jvm_connect(self, out: str) -> dict:
+        """Row 3j under Spark Connect: the sink in the server's foreachBatch worker, the tasks run by eos's
+        plugin in the server (what 3j compares with)."""
+        row = "eos_exactly_once_jvm_connect"
+        return self._eos_row(row, out, "exactly_once", connect=True, data_path="jvm")
+
     def row_eos_at_least_once_jvm(self, out: str) -> dict:
         return self._eos_row("eos_at_least_once_jvm", out, "at_least_once", data_path="jvm")
 

@@ -28,6 +28,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_format", "3f eos exactly_once, writeStream.format('eos')"),
     ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
     ("eos_at_least_once_jvm", "2j eos at_least_once, the JVM data path"),
+    ("eos_exactly_once_jvm_connect", "3jc row 3j under Spark Connect (eos's plugin in the server)"),
     ("eos_exactly_once_jvm_small_batch", "3js row 3j, a tenth of the batch (what 1s compares with)"),
     ("bare_map_in_arrow", "0 foreachBatch + a mapInArrow that only counts (no Kafka writes)"),
     ("bare_map_in_arrow_connect", "0c the same under Spark Connect"),
@@ -304,6 +305,14 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
             1.0,
         ),
         "eos_connect_vs_classic >= 0.95": (tp_ratio("eos_exactly_once_connect", "eos_exactly_once"), 0.95),
+        "eos_jvm_connect_vs_classic >= 0.95": (
+            tp_ratio("eos_exactly_once_jvm_connect", "eos_exactly_once_jvm"),
+            0.95,
+        ),
+        "eos_jvm_connect_vs_classic >= 0.9 (floor)": (
+            tp_ratio("eos_exactly_once_jvm_connect", "eos_exactly_once_jvm"),
+            0.9,
+        ),
         "eos_format_vs_foreach_batch >= 0.95": (
             tp_ratio("eos_exactly_once_format", "eos_exactly_once"),
             0.95,

@@ -145,6 +145,7 @@ def _local_connect(master: str, settings: dict[str, str]):
         token = os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", uuid.uuid4().hex)
         settings = {
             **settings,
+            **_eos_plugin(settings),
             "spark.plugins": _CONNECT_PLUGIN,
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(port),
@@ -164,6 +165,21 @@ def _local_connect(master: str, settings: dict[str, str]):
     connect = ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
     _connect_mode()
     return _with_data_source(connect)
+
+
+def _eos_plugin(settings: Mapping[str, str]) -> dict[str, str]:
+    """The server's settings that run eos's plugin (the JVM data path under Connect, `eos._spark._server`):
+    eos's jar beside the others, and its relation plugin beside any other; none without the jar."""
+    from eos._spark import _server
+    from eos._spark._affinity import _jar_path
+
+    jar = _jar_path()
+    if jar is None:
+        return {}
+    key = "spark.connect.extensions.relation.classes"
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    plugins = [p for p in settings.get(key, "").split(",") if p]
+    return {"spark.jars": ",".join([*jars, str(jar)]), key: ",".join([*plugins, _server.PLUGIN])}
 
 
 def _connect_mode() -> None:

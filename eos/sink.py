@@ -142,14 +142,14 @@ class Sink:
         if self.config.input_mode == "any":
             self._write_parts(batch_df, batch_id, layout, columns, started, driver)
             return
+        if self._jvm is None:
+            self._jvm = _jvm_writer.decide(self.config, self.functions, batch_df.sparkSession, self.log)
         mark = time.monotonic()
-        lineage = _partitioning.lineage(batch_df)
+        lineage = _partitioning.lineage(batch_df, server=self._jvm)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
         driver["lineage_ms"] = ms_since(mark)
         mark = time.monotonic()
         stats = None
-        if self._jvm is None:
-            self._jvm = _jvm_writer.decide(self.config, self.functions, batch_df.sparkSession, self.log)
         jvm = self._jvm and provenance.partitions is not None
         if lineage is None and not self._regroup_unseen:  # Spark Connect
             stats = self._write_as_read(batch_df, batch_id, layout, columns, provenance)

@@ -24,6 +24,7 @@ from eos._core._stats import STATS_SCHEMA
 from eos._kafka import _cluster, _collector, _java, _offsets, _topics
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
+from eos._spark import _server
 from eos._spark._affinity import _Jvm
 from eos.config import Config
 from eos.errors import ConfigError, EosError, ProduceError, TransactionAbortableError
@@ -34,8 +35,9 @@ _REFUSAL = re.compile(r"eos-refusal:(\{.*?\})(?:\n|$)", re.MULTILINE)
 
 
 def available(session: Any) -> bool:
-    """Whether `session` can run the JVM writer (classic, eos's jar loaded)."""
-    return hasattr(session, "_jsparkSession") and _Jvm.of(session) is not None
+    """Whether `session` can run the JVM writer (eos's jar loaded in a classic session, or eos's plugin
+    in the Spark Connect server)."""
+    return unavailable(session) is None
 
 
 def ineligible(config: Config, functions: Functions) -> str | None:
@@ -61,9 +63,9 @@ def ineligible(config: Config, functions: Functions) -> str | None:
 
 def unavailable(session: Any) -> str | None:
     """Why the JVM writer cannot run in `session` (None: it can)."""
-    if not hasattr(session, "_jsparkSession"):
-        return "a Spark Connect session has no JVM on this side"
-    if not available(session):
+    if not _Jvm.classic(session):
+        return _server.unavailable(session)
+    if _Jvm.of(session) is None:
         return "eos's jar (eos/_spark/jvm/eos-placement.jar) did not load"
     return None
 
@@ -101,12 +103,13 @@ def write(
     """`frame`'s columns `fields` (name, Spark SQL type), grouped by input partition as the sink groups rows
     for the Python tasks, written by the JVM writer in one Spark job: one Py4J call per batch. The stats
     rows, one per input partition; a refusal raises the Python path's error."""
-    jvm = _Jvm.of(frame.sparkSession)
-    if jvm is None:
-        raise RuntimeError("the JVM writer needs a classic session and eos's jar")
     spec = plan(config, batch_id, layout, provenance, fields, _record_limit(config))
     try:
-        rows = json.loads(jvm.shared(_CLASS).write(frame._jdf, json.dumps(spec)))
+        jvm = _Jvm.of(frame.sparkSession)
+        if jvm is not None:
+            rows = json.loads(jvm.shared(_CLASS).write(frame._jdf, json.dumps(spec)))
+        else:  # Spark Connect: the server's plugin runs the same tasks
+            rows = _server.write(frame, spec)
     except Exception as exc:
         raise_refusal(exc, config, batch_id, layout, provenance)
         raise

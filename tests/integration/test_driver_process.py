@@ -78,25 +78,27 @@ def test_guarantee_switches_through_environment_alone(bootstrap, names, tmp_path
 # clone of 32ac434).
 @pytest.mark.slow
 @pytest.mark.long  # make chaos; make test SIGKILLs drivers in test_format_eos and kills the JVM at F3 below
-@pytest.mark.parametrize("api", ["classic", "connect", "jvm"])
+@pytest.mark.parametrize("api", ["classic", "connect", "jvm", "connect-jvm"])
 def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_path, api):
     """The driver's whole process group is SIGKILLed three times, each time right after a transaction of
     a batch committed while the batch's other transactions were still being written; every restart
     re-runs that batch and must skip what was committed. On top, on the Python path, one Python worker
     SIGKILLs itself after its outputs were produced and before the offsets were sent (F2): Spark retries
     the task. `jvm`: the JVM data path (no on_commit: the kills follow the group's committed offsets; its
-    crash points kill the JVM itself, tested below)."""
+    crash points kill the JVM itself, tested below); `connect-jvm`: the same under Spark Connect, whose
+    server runs the JVM writer's tasks through eos's plugin."""
     source, output, sent = seed(bootstrap, names, 3_000)
     app_id, checkpoint, summaries = names("app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
     commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
     once.mkdir()
-    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": "jvm" if api == "jvm" else "python"}
-    if api != "jvm":
+    jvm = api.endswith("jvm")
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": "jvm" if jvm else "python"}
+    if not jvm:
         env.update(EOS_CRASH_AT="after_produce", EOS_CRASH_ONCE_DIR=str(once))
     flags = {"max_offsets": 2_000, "commit_every": 100}
-    if api != "jvm":
+    if not jvm:
         flags["commits"] = commits
-    if api == "connect":
+    if api.startswith("connect"):
         flags["remote"] = "local"
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
@@ -104,7 +106,7 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
         proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
         # Kill after a random number of commits (at most one batch's worth), so mid-batch; the helpers
         # fail the test if they never come.
-        if api == "jvm":
+        if jvm:
             kill_after_committed(proc, config, source, PARTITIONS, 100 * rng.randint(1, 12))
         else:
             kill_after_commits(proc, commits, rng.randint(1, 12))
@@ -116,8 +118,8 @@ def test_driver_sigkilled_three_times_stays_exactly_once(bootstrap, names, tmp_p
     skipped = sum(s["skipped"] for s in history)
     print(f"{api}: 3 driver kills, {len(history)} batch summaries, skipped on replay {skipped}: {result}")
     assert result.exactly_once and result.missing == 0, result
-    assert {s["data_path"] for s in history} == {"jvm" if api == "jvm" else "python"}
-    if api != "jvm":
+    assert {s["data_path"] for s in history} == {"jvm" if jvm else "python"}
+    if not jvm:
         assert (once / "crashed-after_produce").exists(), "the worker crash point never fired"
     assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
     # Classic Spark shows that the Kafka source gave each input partition its own task; under Spark

@@ -7,6 +7,8 @@ task came first before its driver-side check refused the batch."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import after_failure, seed
 
@@ -185,3 +187,24 @@ def test_rows_of_another_source_with_copied_coordinates_are_refused(spark, boots
     records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
     result = testing.compare(testing.flatten(sent), records, [])
     assert result.duplicated == result.unexpected == 0, result
+
+
+def test_the_lineage_names_the_kafka_range_each_spark_partition_read(spark, bootstrap, names):
+    """The walk down a batch's lineage (the JVM's, one call): each Spark partition's Kafka range where the
+    steps down to the source are one-to-one, only the ranges read through a shuffle, nothing where no
+    Kafka source is read. Without it the sink falls back to the rows' `eos_input` column or regroups."""
+    from eos._core._input import SourceRange
+    from eos._spark import _partitioning
+
+    source, _, _ = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
+    df = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+    ends = json.dumps({source: {str(p): PER_PARTITION - p for p in range(PARTITIONS)}})
+    df = df.option("startingOffsets", "earliest").option("endingOffsets", ends).load()
+    expected = {SourceRange(source, p, 0, PER_PARTITION - p) for p in range(PARTITIONS)}
+
+    found = _partitioning.lineage(df.select("topic", "partition", "offset", "value"))
+    assert found is not None and found.partitions is not None, found
+    assert set(found.partitions) == expected and found.one_run_per_task, found
+    shuffled = _partitioning.lineage(df.repartition(3))
+    assert shuffled is not None and shuffled.partitions is None and set(shuffled.ranges) == expected, shuffled
+    assert _partitioning.lineage(spark.range(10)) is None

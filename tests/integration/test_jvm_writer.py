@@ -11,17 +11,20 @@ import os
 import re
 import subprocess
 import sys
+from functools import partial
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import seed_one_big
+from conftest import seed_one_big, write_available
 
 import eos
 from eos import testing
 from eos._kafka import _offsets, _witness
 from eos._spark import _jvm_writer
 from eos.errors import ConfigError
+from examples.pipeline import append_summary
 from tests.support.deadletters import letters_by_input
+from tests.support.summaries import read_summaries
 
 PARTITIONS = 4
 PER_PARTITION = 2_000
@@ -36,8 +39,9 @@ def seeded(bootstrap, names):
 
 
 @pytest.fixture(autouse=True)
-def jar(spark):
-    if not _jvm_writer.available(spark):
+def jar(request):
+    session = request.getfixturevalue("connect" if "connect" in request.fixturenames else "spark")
+    if not _jvm_writer.available(session):
         pytest.skip("the JVM writer needs eos's jar (make setup)")
 
 
@@ -125,6 +129,52 @@ def test_a_query_that_changes_path_between_runs_stays_exactly_once(
     assert sum(s.skipped for s in ran) > 0 and sum(s.records_out for s in ran) == 0, ran
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
+
+
+def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_path):
+    """Under Spark Connect the sink runs in the server's foreachBatch worker, which has no JVM to call
+    through Py4J: it asks eos's plugin in the server for the batch's lineage and to run the JVM writer's
+    tasks. Output equal to the input, nothing regrouped, a re-run batch skipped, and a refusal raised as
+    the Python path's own error."""
+    source, output, sent = seeded
+    config = _config(bootstrap, names("app"), output)
+    path, checkpoint = tmp_path / "summaries.jsonl", tmp_path / "ckpt"
+
+    def run(before_start=lambda: None):
+        df = eos.read_stream(connect, config, [source], maxOffsetsPerTrigger=3_000)
+        before_start()
+        write_available(df, eos.sink(config, on_batch=partial(append_summary, str(path))), checkpoint)
+        return read_summaries(path)
+
+    summaries = run()
+    assert {(s["data_path"], s["regrouped"]) for s in summaries} == {("jvm", False)}, summaries
+    assert sum(s["records_out"] for s in summaries) == PARTITIONS * PER_PARTITION
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+    _forget_last_batch(checkpoint)
+    path.unlink()
+    rerun = run()
+    assert {s["data_path"] for s in rerun} == {"jvm"}, rerun
+    assert sum(s["skipped"] for s in rerun) == sum(s["records_in"] for s in rerun) > 0, rerun
+    assert sum(s["records_out"] for s in rerun) == 0, rerun
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+    more = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        more.produce(source, value=f"more-{i}".encode(), partition=0)
+    more.flush()
+
+    def intrude():  # the group's offset of partition 0 moved back by a consumer that is not eos
+        intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
+        intruder.commit(offsets=[TopicPartition(source, 0, 10)], asynchronous=False)
+        intruder.close()
+
+    checkpoint = tmp_path / "fresh"
+    message = f"ForeignOffsetError: group '{config.app_id}' has offset 10 committed for input partition"
+    with pytest.raises(Exception, match=message):
+        run(intrude)
 
 
 def test_an_offset_another_app_committed_is_refused_as_the_python_path_refuses_it(

@@ -182,9 +182,10 @@ def test_connect_writes_batches_as_read_and_regroups_what_3a_refuses(
     """Spark Connect shows the sink no lineage. A batch as the Kafka source read it (one task per input
     partition) is written as it is, checked by step 3a; a query that filters input rows out, or deals a
     partition's rows out by key, fails 3a's look before anything past a gap is written, and that batch
-    and the next are regrouped: nothing missing, nothing twice, offset order kept."""
+    and the next are regrouped: nothing missing, nothing twice, offset order kept. (The Python data
+    path: the JVM's reads the lineage through the server's eos plugin, as a classic driver does.)"""
     source, output, sent = seeded
-    config = _config(bootstrap, names, output, "exactly_once", commit_every=3_000)
+    config = _config(bootstrap, names, output, "exactly_once", commit_every=3_000, data_path="python")
     summaries = tmp_path / "summaries.jsonl"
     df = eos.read_stream(connect, config, [source], maxOffsetsPerTrigger=8_000)
     expected = sent

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.util.List;
+import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 
@@ -19,14 +20,17 @@ public final class JvmWriter {
   /** `batch`'s columns named by `spec`'s "select", in that order, written as `spec` plans; the stats rows
    * (eos's STATS_DDL order) as a JSON array of arrays. */
   public String write(Dataset<Row> batch, String spec) throws IOException {
+    return JSON.writeValueAsString(tasks(batch, spec).collect());
+  }
+
+  /** The batch's tasks, not yet run: one stats row per input partition each task wrote. */
+  static JavaRDD<List<Object>> tasks(Dataset<Row> batch, String spec) throws IOException {
     JsonNode names = JSON.readTree(spec).get("select");
     String[] rest = new String[names.size() - 1];
     for (int i = 1; i < names.size(); i++) {
       rest[i - 1] = names.get(i).asText();
     }
     Dataset<Row> selected = batch.select(names.get(0).asText(), rest);
-    List<List<Object>> stats =
-        selected.queryExecution().toRdd().toJavaRDD().mapPartitions(new PassThrough(spec), true).collect();
-    return JSON.writeValueAsString(stats);
+    return selected.queryExecution().toRdd().toJavaRDD().mapPartitions(new PassThrough(spec), true);
   }
 }
