@@ -70,9 +70,13 @@ $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(P
 	@# read this file, so $(PYSPARK_VERSION) is empty (the writer needs the connector's Kafka client)
 	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
 	  version="$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')" && \
+	  sources="$(JVM_SOURCES)" && \
+	  if ! ls "$$jars"/spark-connect_*.jar >/dev/null 2>&1; then \
+	    echo "   (PySpark $$version has no Spark Connect server: the jar is built without eos's Connect plugin)"; \
+	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /ConnectPlugin.java)"; fi && \
 	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
 	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$$version/*" -d "$$out" \
-	    $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java && \
+	    $$sources eos/_spark/jvm/stub/scala/Serializable.java && \
 	  jar cf $@ -C "$$out" eos && rm -rf "$$out"
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).

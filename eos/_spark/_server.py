@@ -17,23 +17,40 @@ PLUGIN = "eos.spark.ConnectPlugin"
 #: the type of eos's requests (ConnectPlugin.TYPE)
 TYPE_URL = "type.googleapis.com/eos.Request"
 
-#: whether the server of a Connect session (by its session id) runs the plugin, or why not
+#: the requests' and answers' version (ConnectPlugin.VERSION)
+VERSION = "1"
+#: what a Connect server says of a relation no plugin of its plans (Spark's InvalidPlanInput)
+_NO_PLUGIN = "No handler found for extension"
+#: what eos's plugin says of a request it does not know (a jar of an eos from before `version`)
+_UNKNOWN = "an eos request this jar does not know"
+
+#: why the server of a Connect session (by its session id) cannot run the JVM writer; None: it can
 _found: dict[str, str | None] = {}
 
 
 def unavailable(session: Any) -> str | None:
-    """Why the server of Connect session `session` cannot run the JVM writer (None: it can); asked once
-    per session, with a request that reads nothing."""
+    """Why the server of Connect session `session` cannot run the JVM writer (None: it can): no eos
+    plugin, or another eos's; asked once per session, with a request that reads nothing. Any other
+    failure of the request is raised."""
     key = str(getattr(session, "session_id", id(session)))
     if key not in _found:
         try:
-            _ask(session.range(0), {"op": "lineage"})
-            _found[key] = None
-        except Exception as exc:  # noqa: BLE001 - any refusal: the server has no eos plugin to ask
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            version = _ask(session.range(0), {"op": "version"})[0]
+        except Exception as exc:
+            if _NO_PLUGIN in str(exc):
+                _found[key] = (
+                    f"the Spark Connect server does not run eos's plugin ({PLUGIN} with eos's jar, when it"
+                    " starts: docs/deploy.md)"
+                )
+                return _found[key]
+            if _UNKNOWN not in str(exc):
+                raise
+            version = "0"
+        _found[key] = None
+        if version != VERSION:
             _found[key] = (
-                f"the Spark Connect server does not run eos's plugin ({PLUGIN}, with eos's jar:"
-                f" docs/deploy.md): {first[:200]}"
+                f"the Spark Connect server runs the eos plugin of another eos (its version {version}, this"
+                f" eos's {VERSION}): start it with this eos's jar"
             )
     return _found[key]
 

@@ -189,22 +189,40 @@ def test_rows_of_another_source_with_copied_coordinates_are_refused(spark, boots
     assert result.duplicated == result.unexpected == 0, result
 
 
-def test_the_lineage_names_the_kafka_range_each_spark_partition_read(spark, bootstrap, names):
-    """The walk down a batch's lineage (the JVM's, one call): each Spark partition's Kafka range where the
-    steps down to the source are one-to-one, only the ranges read through a shuffle, nothing where no
-    Kafka source is read. Without it the sink falls back to the rows' `eos_input` column or regroups."""
+def test_the_lineage_names_the_kafka_range_each_spark_partition_read(spark, connect, bootstrap, names):
+    """The walk down a batch's lineage: each Spark partition's Kafka range where the steps down to the
+    source are one-to-one, only the ranges read through a shuffle, nothing where no Kafka source is read.
+    Made twice, the same answers: through Py4J on a classic session (`_partitioning`), and in the JVM
+    (`Lineage.java`, what eos's plugin answers a Connect session's sink with, asked here both directly
+    and through the plugin)."""
     from eos._core._input import SourceRange
-    from eos._spark import _partitioning
+    from eos._spark import _partitioning, _server
+    from eos._spark._affinity import _Jvm
 
     source, _, _ = seed(bootstrap, names, PER_PARTITION, PARTITIONS)
-    df = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
     ends = json.dumps({source: {str(p): PER_PARTITION - p for p in range(PARTITIONS)}})
-    df = df.option("startingOffsets", "earliest").option("endingOffsets", ends).load()
     expected = {SourceRange(source, p, 0, PER_PARTITION - p) for p in range(PARTITIONS)}
 
-    found = _partitioning.lineage(df.select("topic", "partition", "offset", "value"))
+    def read(session):
+        df = session.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+        df = df.option("subscribe", source).option("startingOffsets", "earliest")
+        return df.option("endingOffsets", ends).load()
+
+    def in_the_jvm(df):
+        return _partitioning.parse(_Jvm.of(spark).shared("eos.spark.Lineage").read(df._jdf))
+
+    df = read(spark)
+    shapes = [df.select("topic", "partition", "offset", "value"), df.repartition(3), spark.range(10)]
+    found, shuffled, none = (_partitioning.lineage(shape) for shape in shapes)
     assert found is not None and found.partitions is not None, found
     assert set(found.partitions) == expected and found.one_run_per_task, found
-    shuffled = _partitioning.lineage(df.repartition(3))
     assert shuffled is not None and shuffled.partitions is None and set(shuffled.ranges) == expected, shuffled
-    assert _partitioning.lineage(spark.range(10)) is None
+    assert none is None
+    assert [in_the_jvm(shape) for shape in shapes] == [found, shuffled, none]
+
+    remote = read(connect)
+    assert _partitioning.parse(_server.lineage(remote.select("topic", "offset"))) == found
+    assert _partitioning.parse(_server.lineage(remote.repartition(3))) == shuffled
+    # the sink keeps only a lineage that names each Spark partition's range
+    assert _partitioning.lineage(remote, server=True) == found
+    assert _partitioning.lineage(remote.repartition(3), server=True) is None

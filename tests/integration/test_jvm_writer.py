@@ -177,6 +177,32 @@ def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_
         run(intrude)
 
 
+def test_a_connect_server_without_eos_plugin_keeps_the_query_in_python(bootstrap, names, seeded, tmp_path):
+    """PySpark's own local Connect server, without eos's jar: "auto" writes through Python and says why
+    once; "jvm" is refused at the first batch, naming what the server lacks."""
+    pytest.importorskip("pyspark.sql.connect.session")
+    source, output, sent = seeded
+    app = names("app")
+
+    def run(data_path: str, checkpoint: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "tests.integration.no_plugin_app", bootstrap, app, source, output]
+        argv += [str(tmp_path / checkpoint), str(tmp_path / "summaries.jsonl"), data_path]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    refused = run("jvm", "a")
+    assert refused.returncode != 0
+    why = "'jvm' cannot write this query: the Spark Connect server does not run eos's plugin"
+    assert why in refused.stderr
+    assert not (tmp_path / "summaries.jsonl").exists()
+    done = run("auto", "b")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "data path" in line]
+    assert len(lines) == 1 and "does not run eos's plugin" in lines[0], lines
+    assert {s["data_path"] for s in read_summaries(tmp_path / "summaries.jsonl")} == {"python"}
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    assert result.exactly_once and result.missing == 0, result
+
+
 def test_an_offset_another_app_committed_is_refused_as_the_python_path_refuses_it(
     spark, bootstrap, names, seeded, tmp_path
 ):

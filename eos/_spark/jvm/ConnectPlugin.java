@@ -5,7 +5,7 @@
  * spark.connect.extensions.relation.classes=eos.spark.ConnectPlugin; eos/_spark/_server.py sends them):
  * the batch's lineage, as Lineage reads it for a classic driver, and the batch written by the same
  * PassThrough tasks JvmWriter runs. The relation is eos.Request: field 1 the batch's relation, field 2 the
- * request as JSON ({"op": "lineage"} or {"op": "write", "spec": ...}).
+ * request as JSON ({"op": "version"}, {"op": "lineage"} or {"op": "write", "spec": ...}).
  */
 package eos.spark;
 
@@ -34,6 +34,9 @@ import org.sparkproject.connect.protobuf.CodedInputStream;
 public class ConnectPlugin implements RelationPlugin {
   /** The type of eos's requests (eos/_spark/_server.py's TYPE_URL). */
   static final String TYPE = "type.googleapis.com/eos.Request";
+  /** What the requests and answers look like; eos/_spark/_server.py's VERSION must be the same (a server
+   * started with another eos's jar is refused by the sink, not sent plans this jar reads otherwise). */
+  static final String VERSION = "1";
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final StructType ANSWER = new StructType().add("answer", DataTypes.StringType, false);
 
@@ -63,6 +66,10 @@ public class ConnectPlugin implements RelationPlugin {
       Dataset<Row> batch = Dataset.ofRows(session, planner.transformRelation(child));
       JsonNode asked = JSON.readTree(request);
       String op = asked.path("op").asText();
+      if (op.equals("version")) {
+        return Optional.of(
+            session.createDataFrame(Collections.singletonList(RowFactory.create(VERSION)), ANSWER).logicalPlan());
+      }
       if (op.equals("lineage")) {
         String answer = new Lineage().read(batch);
         return Optional.of(
@@ -70,7 +77,7 @@ public class ConnectPlugin implements RelationPlugin {
       }
       if (op.equals("write")) { // run when the client collects the answer: one row per task's stats row
         String spec = JSON.writeValueAsString(asked.get("spec"));
-        JavaRDD<Row> rows = JvmWriter.tasks(batch, spec).map(new AsJson());
+        JavaRDD<Row> rows = JvmWriter.tasks(batch, spec).map(new StatsAsJson());
         return Optional.of(session.createDataFrame(rows, ANSWER).logicalPlan());
       }
       throw new IllegalArgumentException("an eos request this jar does not know: " + op);
@@ -79,13 +86,15 @@ public class ConnectPlugin implements RelationPlugin {
     }
   }
 
-  /** A stats row as JSON. */
-  private static final class AsJson implements Function<List<Object>, Row> {
+  /** A stats row as JSON, in the executors (which need not have Spark Connect's classes: nothing of
+   * ConnectPlugin's own is loaded there). */
+  private static final class StatsAsJson implements Function<List<Object>, Row> {
     private static final long serialVersionUID = 1L;
+    private static final ObjectMapper WRITER = new ObjectMapper();
 
     @Override
     public Row call(List<Object> stats) throws IOException {
-      return RowFactory.create(JSON.writeValueAsString(stats));
+      return RowFactory.create(WRITER.writeValueAsString(stats));
     }
   }
 }

@@ -1,7 +1,8 @@
 /*
  * What Spark's Kafka source read for a batch, read from the batch's RDD lineage without running a job
- * (eos/_spark/_partitioning.py says why eos needs it). One walk for every way in: the driver of a classic
- * session calls it through Py4J, a Spark Connect server through ConnectPlugin. Classes of Spark's Kafka
+ * (eos/_spark/_partitioning.py says why eos needs it): the walk _partitioning makes through Py4J in a
+ * classic session (which needs no jar), made in the JVM for a Spark Connect server (ConnectPlugin), whose
+ * clients have no JVM handle; a test holds the two to the same answers. Classes of Spark's Kafka
  * connector and Scala collections are reached by name, so that one jar reads Spark 3.5 (Scala 2.12) and
  * 4.x (2.13), whose connector shapes a source partition differently (4.2: one Option, before: a Seq).
  */
