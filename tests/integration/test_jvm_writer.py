@@ -132,23 +132,25 @@ def test_a_query_that_changes_path_between_runs_stays_exactly_once(
     assert result.exactly_once and result.missing == 0, result
 
 
-def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_path):
+@pytest.mark.parametrize("shape", ["as_read", pytest.param("split", marks=pytest.mark.long)])
+def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_path, shape):
     """Under Spark Connect the sink runs in the server's foreachBatch worker, which has no JVM to call
     through Py4J: it asks eos's plugin in the server for the batch's lineage and to run the JVM writer's
-    tasks. Output equal to the input, nothing regrouped, a re-run batch skipped, and a refusal raised as
-    the Python path's own error."""
+    tasks. Output equal to the input, regrouped only where the source split the partitions (`split`:
+    minPartitions), a re-run batch skipped, and a refusal raised as the Python path's own error."""
     source, output, sent = seeded
     config = _config(bootstrap, names("app"), output)
     path, checkpoint = tmp_path / "summaries.jsonl", tmp_path / "ckpt"
+    options = {"minPartitions": 8} if shape == "split" else {}
 
     def run(before_start=lambda: None):
-        df = eos.read_stream(connect, config, [source], maxOffsetsPerTrigger=3_000)
+        df = eos.read_stream(connect, config, [source], maxOffsetsPerTrigger=3_000, **options)
         before_start()
         write_available(df, eos.sink(config, on_batch=partial(append_summary, str(path))), checkpoint)
         return read_summaries(path)
 
     summaries = run()
-    assert {(s["data_path"], s["regrouped"]) for s in summaries} == {("jvm", False)}, summaries
+    assert {(s["data_path"], s["regrouped"]) for s in summaries} == {("jvm", shape == "split")}, summaries
     assert sum(s["records_out"] for s in summaries) == PARTITIONS * PER_PARTITION
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
