@@ -2,7 +2,8 @@
 pass-through query (exactly_once, `data_path="jvm"`) run through `foreachBatch(eos.sink(...))` on a
 classic session and on a local Spark Connect server with eos's plugin in the same JVM, alternating,
 each over the same input. Prints, per run, Spark's `addBatch` ms of the first batch and the median of
-the others (`StreamingQueryProgress.durationMs`).
+the others (`StreamingQueryProgress.durationMs`), and each batch's driver split (`BatchSummary.driver`:
+the batch's columns, the topics, the lineage, the job).
 
     .venv/bin/python -m bench.probes.connect_batches [--bootstrap 127.0.0.1:9092] [--records 500000]
         [--batch 200000] [--runs 2]
@@ -22,12 +23,18 @@ import eos
 from eos import testing
 
 
+def _driver(summary: eos.BatchSummary) -> None:
+    """Where the sink's own time on the driver went (under Connect: the server's foreachBatch worker,
+    whose output a local server hands to this process's)."""
+    print(f"  batch {summary.batch_id} driver ms {json.dumps(summary.driver)}", flush=True)
+
+
 def run(session, config: eos.Config, source: str, batch: int) -> list[int]:
     """The `addBatch` ms of each batch of one query over all of `source`."""
     df = eos.read_stream(session, config, [source], maxOffsetsPerTrigger=batch)
     with tempfile.TemporaryDirectory() as checkpoint:
         query = (
-            df.writeStream.foreachBatch(eos.sink(config))
+            df.writeStream.foreachBatch(eos.sink(config, on_batch=_driver))
             .option("checkpointLocation", checkpoint)
             .trigger(availableNow=True)
             .start()
