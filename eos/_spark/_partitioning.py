@@ -27,6 +27,7 @@ import json
 import attrs
 
 from eos._core._input import SourceRange
+from eos._spark import _server
 
 _ONE_TO_ONE = "org.apache.spark.OneToOneDependency"
 #: a data source's RDD (the streaming Kafka source, and batch reads with the v2 source)
@@ -65,8 +66,6 @@ def lineage(df, server: bool = False) -> Lineage | None:
     if jdf is None:  # Spark Connect: no JVM handle on the client side
         if not server:
             return None
-        from eos._spark import _server
-
         found = parse(_server.lineage(df))
         return found if found is not None and found.partitions is not None else None
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 import attrs
 import pyspark
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from eos import testing
 from eos.session import free_port
@@ -386,6 +386,14 @@ def seed(bootstrap, names, per_partition, partitions=4):
     testing.create_topic(bootstrap, source, partitions)
     testing.create_topic(bootstrap, output, partitions)
     return source, output, testing.produce_sequence(bootstrap, source, partitions, per_partition)
+
+
+def commit_foreign_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+    """`offset` committed for `topic`/`partition` in consumer group `group` by a consumer that is not
+    eos (no eos stamp), as an operator's tool or another application would."""
+    intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    intruder.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    intruder.close()
 
 
 def seed_one_big(bootstrap, names, prefix: str, records: int, big_at: int, size: int) -> tuple[str, str]:

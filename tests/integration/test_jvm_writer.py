@@ -14,8 +14,8 @@ import sys
 from functools import partial
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import seed_one_big, write_available
+from confluent_kafka import Producer
+from conftest import commit_foreign_offset, seed_one_big, write_available
 
 import eos
 from eos import testing
@@ -164,20 +164,11 @@ def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
 
-    more = Producer({"bootstrap.servers": bootstrap})
-    for i in range(5):
-        more.produce(source, value=f"more-{i}".encode(), partition=0)
-    more.flush()
-
-    def intrude():  # the group's offset of partition 0 moved back by a consumer that is not eos
-        intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
-        intruder.commit(offsets=[TopicPartition(source, 0, 10)], asynchronous=False)
-        intruder.close()
-
+    testing.produce_sequence(bootstrap, source, PARTITIONS, 5, start=PER_PARTITION)  # input for a new run
     checkpoint = tmp_path / "fresh"
     message = f"ForeignOffsetError: group '{config.app_id}' has offset 10 committed for input partition"
-    with pytest.raises(Exception, match=message):
-        run(intrude)
+    with pytest.raises(Exception, match=message):  # partition 0's offset moved back by a non-eos consumer
+        run(lambda: commit_foreign_offset(bootstrap, config.app_id, source, 0, 10))
 
 
 def test_a_connect_server_without_eos_plugin_keeps_the_query_in_python(bootstrap, names, seeded, tmp_path):
@@ -214,9 +205,7 @@ def test_an_offset_another_app_committed_is_refused_as_the_python_path_refuses_i
     config = _config(bootstrap, app, output)
 
     def intrude():  # after eos.read_stream's own check: the writer's is the one that must refuse it
-        intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": app})  # no eos stamp
-        intruder.commit(offsets=[TopicPartition(source, 0, 10)], asynchronous=False)
-        intruder.close()
+        commit_foreign_offset(bootstrap, app, source, 0, 10)
 
     message = (
         f"eos.errors.ForeignOffsetError: group '{app}' has offset 10 committed for input partition"

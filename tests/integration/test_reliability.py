@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
-from conftest import finish, group_offsets, run_query, start_pipeline
+from conftest import commit_foreign_offset, finish, group_offsets, run_query, start_pipeline
 
 import eos
 from eos import cli, testing
@@ -62,9 +62,7 @@ def test_a_foreign_committed_offset_is_refused_and_nothing_is_written_or_skipped
     own = _offsets.fields(_offsets.stamp(config)).items()  # app and output; a transaction adds its witnesses
     assert all(_offsets.fields(e.metadata).items() >= own for e in stamped.values()), stamped
 
-    intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
-    intruder.commit(offsets=[TopicPartition(source, 0, 1_500)], asynchronous=False)
-    intruder.close()
+    commit_foreign_offset(bootstrap, config.app_id, source, 0, 1_500)
 
     with pytest.raises(eos.ForeignOffsetError) as info:
         run_query(spark, config, [source], tmp_path / "ckpt")
@@ -93,9 +91,7 @@ def test_accept_foreign_offsets_trusts_them(spark, bootstrap, names, tmp_path, d
     testing.create_topic(bootstrap, output, 1)
     testing.produce_sequence(bootstrap, source, 1, 100)
     config = _exactly_once(bootstrap, names("app"), output, accept_foreign_offsets=True, data_path=data_path)
-    intruder = Consumer({"bootstrap.servers": bootstrap, "group.id": config.app_id})
-    intruder.commit(offsets=[TopicPartition(source, 0, 60)], asynchronous=False)
-    intruder.close()
+    commit_foreign_offset(bootstrap, config.app_id, source, 0, 60)
     sink = run_query(spark, config, [source], tmp_path / "ckpt")
     assert sum(s.records_out for s in sink.history) == 40, "rows below the foreign offset are skipped"
     assert group_offsets(config, source, 1) == {0: 100}

@@ -63,17 +63,14 @@ public class ConnectPlugin implements RelationPlugin {
         throw new IllegalArgumentException("an eos request without its relation or its request");
       }
       SparkSession session = planner.session();
-      Dataset<Row> batch = Dataset.ofRows(session, planner.transformRelation(child));
       JsonNode asked = JSON.readTree(request);
       String op = asked.path("op").asText();
       if (op.equals("version")) {
-        return Optional.of(
-            session.createDataFrame(Collections.singletonList(RowFactory.create(VERSION)), ANSWER).logicalPlan());
+        return answer(session, VERSION);
       }
+      Dataset<Row> batch = Dataset.ofRows(session, planner.transformRelation(child));
       if (op.equals("lineage")) {
-        String answer = new Lineage().read(batch);
-        return Optional.of(
-            session.createDataFrame(Collections.singletonList(RowFactory.create(answer)), ANSWER).logicalPlan());
+        return answer(session, new Lineage().read(batch));
       }
       if (op.equals("write")) { // run when the client collects the answer: one row per task's stats row
         String spec = JSON.writeValueAsString(asked.get("spec"));
@@ -84,6 +81,12 @@ public class ConnectPlugin implements RelationPlugin {
     } catch (IOException e) {
       throw new IllegalArgumentException("an eos request this jar cannot read", e);
     }
+  }
+
+  /** A one-row answer. */
+  private static Optional<LogicalPlan> answer(SparkSession session, String answer) {
+    return Optional.of(
+        session.createDataFrame(Collections.singletonList(RowFactory.create(answer)), ANSWER).logicalPlan());
   }
 
   /** A stats row as JSON, in the executors (which need not have Spark Connect's classes: nothing of
