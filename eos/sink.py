@@ -145,7 +145,15 @@ class Sink:
         if self._jvm is None:
             self._jvm = _jvm_writer.decide(self.config, self.functions, batch_df.sparkSession, self.log)
         mark = time.monotonic()
-        lineage = _partitioning.lineage(batch_df, server=self._jvm)
+        if self._jvm and _jvm_writer.in_server(batch_df.sparkSession):  # 3-4 in one request
+            stats, lineage = self._write_in_server(batch_df, batch_id, layout, columns)
+            if stats is not None:
+                driver["job_ms"] = ms_since(mark)
+                summary = self._summarize(batch_id, stats, time.monotonic() - started, False, driver)
+                self._record(attrs.evolve(summary, data_path="jvm"))  # 5
+                return
+        else:
+            lineage = _partitioning.lineage(batch_df, server=self._jvm)
         provenance, regrouped = input_provenance(lineage, batch_df.dtypes)  # 3
         driver["lineage_ms"] = ms_since(mark)
         mark = time.monotonic()
@@ -160,6 +168,19 @@ class Sink:
         driver["job_ms"] = ms_since(mark)
         summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver)
         self._record(attrs.evolve(summary, data_path="jvm" if jvm else "python"))  # 5
+
+    def _write_in_server(
+        self, batch_df, batch_id: int, layout: Layout, columns: list[str]
+    ) -> tuple[list[dict[str, Any]] | None, _partitioning.Lineage | None]:
+        """D3-D4 under Spark Connect on the JVM path: eos's plugin reads the lineage and, where each
+        Spark partition read one input partition that no other read, writes the batch in the same
+        request (its stats rows); else the lineage, and nothing is written."""
+        types = dict(batch_df.dtypes)
+        written = [(name, types[name]) for name in columns]
+        stats, lineage = _jvm_writer.write_read_in_server(batch_df, written, self.config, batch_id, layout)
+        if stats is not None:
+            self._affinity.ran(stats)
+        return stats, lineage
 
     def _write_as_read(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str], provenance: Provenance

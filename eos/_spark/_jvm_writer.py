@@ -24,7 +24,7 @@ from eos._core._stats import STATS_SCHEMA
 from eos._kafka import _cluster, _collector, _java, _offsets, _topics
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
-from eos._spark import _server
+from eos._spark import _partitioning, _server
 from eos._spark._affinity import _Jvm
 from eos.config import Config
 from eos.errors import ConfigError, EosError, ProduceError, TransactionAbortableError
@@ -38,6 +38,12 @@ def available(session: Any) -> bool:
     """Whether `session` can run the JVM writer (eos's jar loaded in a classic session, or eos's plugin
     in the Spark Connect server)."""
     return unavailable(session) is None
+
+
+def in_server(session: Any) -> bool:
+    """Whether the JVM writer of `session` runs in a Spark Connect server (eos's plugin), not in the
+    JVM of this process."""
+    return not _Jvm.classic(session)
 
 
 def ineligible(config: Config, functions: Functions) -> str | None:
@@ -114,6 +120,30 @@ def write(
         raise_refusal(exc, config, batch_id, layout, provenance)
         raise
     return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows]
+
+
+def write_read_in_server(
+    frame: Any, fields: list[tuple[str, str]], config: Config, batch_id: int, layout: Layout
+) -> tuple[list[dict] | None, _partitioning.Lineage | None]:
+    """Spark Connect: `frame` written as `write` writes it, but in one request to eos's plugin that reads
+    the batch's lineage too (a round trip a batch fewer than asking it first): the stats rows, where
+    each Spark partition read one input partition that no other read; else (None, the batch's lineage,
+    as `_partitioning.lineage` gives it), nothing written."""
+    spec = plan(config, batch_id, layout, Provenance(), fields, _record_limit(config))
+    try:
+        rows, lineage = _server.write_as_read(frame, spec)
+    except Exception as exc:
+        if refusal(exc) is not None:  # the refusal's words may name the range the source read
+            try:
+                found = _partitioning.lineage(frame, server=True)
+            except Exception:  # noqa: BLE001 - the refusal is raised without the range's words
+                found = None
+            partitions = found.partitions if found is not None else None
+            raise_refusal(exc, config, batch_id, layout, Provenance(partitions=partitions))
+        raise
+    if rows is None:
+        return None, _partitioning.server_lineage(lineage)
+    return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows], None
 
 
 #: the output topic's record batch limit, by (bootstrap servers, topic): (asked at, bytes or None)

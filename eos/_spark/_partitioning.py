@@ -64,14 +64,18 @@ def lineage(df, server: bool = False) -> Lineage | None:
     naming each Spark partition's range is kept, so that every other batch is written as without it."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:  # Spark Connect: no JVM handle on the client side
-        if not server:
-            return None
-        found = parse(_server.lineage(df))
-        return found if found is not None and found.partitions is not None else None
+        return server_lineage(_server.lineage(df)) if server else None
     try:
         return _read(jdf.queryExecution().toRdd())
     except Exception:  # noqa: BLE001 - not inspectable (another Spark version, ...)
         return None
+
+
+def server_lineage(answer: str) -> Lineage | None:
+    """The Lineage of the plugin's `answer` where it names each Spark partition's range, else None (see
+    `lineage`)."""
+    found = parse(answer)
+    return found if found is not None and found.partitions is not None else None
 
 
 def parse(answer: str) -> Lineage | None:

@@ -135,8 +135,9 @@ def test_a_query_that_changes_path_between_runs_stays_exactly_once(
 @pytest.mark.parametrize("shape", ["as_read", pytest.param("split", marks=pytest.mark.long)])
 def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_path, shape):
     """Under Spark Connect the sink runs in the server's foreachBatch worker, which has no JVM to call
-    through Py4J: it asks eos's plugin in the server for the batch's lineage and to run the JVM writer's
-    tasks. Output equal to the input, regrouped only where the source split the partitions (`split`:
+    through Py4J: it asks eos's plugin in the server to read the batch's lineage and to run the JVM
+    writer's tasks, in one request where the source read each input partition in one Spark partition.
+    Output equal to the input, regrouped only where the source split the partitions (`split`:
     minPartitions), a re-run batch skipped, and a refusal raised as the Python path's own error."""
     source, output, sent = seeded
     config = _config(bootstrap, names("app"), output)
@@ -151,6 +152,8 @@ def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_
 
     summaries = run()
     assert {(s["data_path"], s["regrouped"]) for s in summaries} == {("jvm", shape == "split")}, summaries
+    # as read, the plugin reads the lineage and writes the batch in one request (no lineage asked first)
+    assert {"lineage_ms" in s["driver"] for s in summaries} == {shape == "split"}, summaries
     assert sum(s["records_out"] for s in summaries) == PARTITIONS * PER_PARTITION
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result

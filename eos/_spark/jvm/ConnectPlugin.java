@@ -5,16 +5,22 @@
  * spark.connect.extensions.relation.classes=eos.spark.ConnectPlugin; eos/_spark/_server.py sends them):
  * the batch's lineage, as Lineage reads it for a classic driver, and the batch written by the same
  * PassThrough tasks JvmWriter runs. The relation is eos.Request: field 1 the batch's relation, field 2 the
- * request as JSON ({"op": "version"}, {"op": "lineage"} or {"op": "write", "spec": ...}).
+ * request as JSON ({"op": "version"}, {"op": "lineage"}, or {"op": "write", "spec": ...}, with "lineage":
+ * true where the spec's sources are the batch's lineage, read here).
  */
 package eos.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.util.Arrays;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.connect.proto.Relation;
@@ -73,14 +79,41 @@ public class ConnectPlugin implements RelationPlugin {
         return answer(session, new Lineage().read(batch));
       }
       if (op.equals("write")) { // run when the client collects the answer: one row per task's stats row
-        String spec = JSON.writeValueAsString(asked.get("spec"));
-        JavaRDD<Row> rows = JvmWriter.tasks(batch, spec).map(new StatsAsJson());
+        ObjectNode spec = (ObjectNode) asked.get("spec");
+        if (asked.path("lineage").asBoolean(false)) {
+          // The lineage read here, not asked first: one round trip a batch. The batch is written at once
+          // where each Spark partition read one input partition no other read; else the answer is the
+          // lineage (one JSON object, never an array as a stats row is), and nothing is written.
+          Map<String, Object> found = Lineage.of(batch.queryExecution().toRdd());
+          Object partitions = found == null ? null : found.get("partitions");
+          if (!oneRunPerTask(partitions)) {
+            return answer(session, JSON.writeValueAsString(Collections.singletonMap("lineage", found)));
+          }
+          spec.set("sources", JSON.valueToTree(partitions));
+        }
+        JavaRDD<Row> rows = JvmWriter.tasks(batch, JSON.writeValueAsString(spec)).map(new StatsAsJson());
         return Optional.of(session.createDataFrame(rows, ANSWER).logicalPlan());
       }
       throw new IllegalArgumentException("an eos request this jar does not know: " + op);
     } catch (IOException e) {
       throw new IllegalArgumentException("an eos request this jar cannot read", e);
     }
+  }
+
+  /** Whether Lineage's `partitions` name, per Spark partition, an input partition no other names (the
+   * sink's Lineage.one_run_per_task). */
+  private static boolean oneRunPerTask(Object partitions) {
+    if (!(partitions instanceof List)) {
+      return false;
+    }
+    Set<List<Object>> seen = new HashSet<>();
+    for (Object range : (List<?>) partitions) {
+      List<?> r = (List<?>) range;
+      if (!seen.add(Arrays.asList(r.get(0), r.get(1)))) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** A one-row answer. */
