@@ -145,8 +145,8 @@ class Sink:
         if self._jvm is None:
             self._jvm = _jvm_writer.decide(self.config, self.functions, batch_df.sparkSession, self.log)
         mark = time.monotonic()
-        if self._jvm and _jvm_writer.in_server(batch_df.sparkSession):  # 3-4 in one request
-            stats, lineage = self._write_in_server(batch_df, batch_id, layout, columns)
+        if self._jvm and not (self.config.task_affinity and self._affinity.may_place(batch_df.sparkSession)):
+            stats, lineage = self._write_with_lineage(batch_df, batch_id, layout, columns)  # 3-4 in one call
             if stats is not None:
                 driver["job_ms"] = ms_since(mark)
                 summary = self._summarize(batch_id, stats, time.monotonic() - started, False, driver)
@@ -169,15 +169,16 @@ class Sink:
         summary = self._summarize(batch_id, stats, time.monotonic() - started, regrouped, driver)
         self._record(attrs.evolve(summary, data_path="jvm" if jvm else "python"))  # 5
 
-    def _write_in_server(
+    def _write_with_lineage(
         self, batch_df, batch_id: int, layout: Layout, columns: list[str]
     ) -> tuple[list[dict[str, Any]] | None, _partitioning.Lineage | None]:
-        """D3-D4 under Spark Connect on the JVM path: eos's plugin reads the lineage and, where each
-        Spark partition read one input partition that no other read, writes the batch in the same
-        request (its stats rows); else the lineage, and nothing is written."""
+        """D3-D4 on the JVM path where no task placement needs the lineage first: the JVM writer reads
+        it from the plan its tasks run and, where each Spark partition read one input partition that no
+        other read, writes the batch in the same call (its stats rows); else the lineage, and nothing is
+        written."""
         types = dict(batch_df.dtypes)
         written = [(name, types[name]) for name in columns]
-        stats, lineage = _jvm_writer.write_read_in_server(batch_df, written, self.config, batch_id, layout)
+        stats, lineage = _jvm_writer.write_with_lineage(batch_df, written, self.config, batch_id, layout)
         if stats is not None:
             self._affinity.ran(stats)
         return stats, lineage

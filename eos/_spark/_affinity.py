@@ -148,6 +148,11 @@ class Affinity:
             self._turn_off(log, f"placing the tasks failed: {_reason(exc)}")
             return None
 
+    def may_place(self, session: Any) -> bool:
+        """Whether `plan` may place the tasks of a batch in `session` (a classic session off Spark's
+        local mode, placement not turned off): its input partitions are then needed before it runs."""
+        return not self._off and _Jvm.classic(session) and not _local(session)
+
     def apply(self, plan: AffinityPlan, df: Any, log: Any) -> Any:
         """`df` in `plan`'s tasks; `df` itself (Spark's placement) where the JVM side fails."""
         try:

@@ -40,12 +40,6 @@ def available(session: Any) -> bool:
     return unavailable(session) is None
 
 
-def in_server(session: Any) -> bool:
-    """Whether the JVM writer of `session` runs in a Spark Connect server (eos's plugin), not in the
-    JVM of this process."""
-    return not _Jvm.classic(session)
-
-
 def ineligible(config: Config, functions: Functions) -> str | None:
     """Why a query cannot take the JVM data path (None: it can): what the JVM writer does not do."""
     if config.input_mode != "kafka":
@@ -122,16 +116,24 @@ def write(
     return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows]
 
 
-def write_read_in_server(
+def write_with_lineage(
     frame: Any, fields: list[tuple[str, str]], config: Config, batch_id: int, layout: Layout
 ) -> tuple[list[dict] | None, _partitioning.Lineage | None]:
-    """Spark Connect: `frame` written as `write` writes it, but in one request to eos's plugin that reads
-    the batch's lineage too (a round trip a batch fewer than asking it first): the stats rows, where
-    each Spark partition read one input partition that no other read; else (None, the batch's lineage,
-    as `_partitioning.lineage` gives it), nothing written."""
+    """`frame` written as `write` writes it, its lineage read by the JVM writer from the plan its tasks
+    run, in one call (through Py4J, or one request to eos's plugin under Spark Connect): the batch is
+    planned once, and no lineage is asked first. The stats rows, where each Spark partition read one
+    input partition that no other read; else (None, the batch's lineage as `_partitioning.lineage` gives
+    it), nothing written."""
     spec = plan(config, batch_id, layout, Provenance(), fields, _record_limit(config))
     try:
-        rows, lineage = _server.write_as_read(frame, spec)
+        jvm = _Jvm.of(frame.sparkSession)
+        if jvm is not None:
+            answer = json.loads(jvm.shared(_CLASS).writeAsRead(frame._jdf, json.dumps(spec)))
+            rows, found = (answer, None) if isinstance(answer, list) else (None, answer["lineage"])
+            lineage = _partitioning.parse(json.dumps(found)) if rows is None else None
+        else:
+            rows, found = _server.write_with_lineage(frame, spec)
+            lineage = _partitioning.server_lineage(found) if found is not None else None
     except Exception as exc:
         if refusal(exc) is not None:  # the refusal's words may name the range the source read
             try:
@@ -142,7 +144,7 @@ def write_read_in_server(
             raise_refusal(exc, config, batch_id, layout, Provenance(partitions=partitions))
         raise
     if rows is None:
-        return None, _partitioning.server_lineage(lineage)
+        return None, lineage
     return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows], None
 
 

@@ -65,10 +65,10 @@ def write(frame: Any, spec: dict) -> list[list]:
     return [json.loads(answer) for answer in _ask(frame, {"op": "write", "spec": spec})]
 
 
-def write_as_read(frame: Any, spec: dict) -> tuple[list[list] | None, str | None]:
+def write_with_lineage(frame: Any, spec: dict) -> tuple[list[list] | None, str | None]:
     """`frame` written as `spec` plans, its sources the batch's lineage as the plugin reads it, in one
-    request: the stats rows, where each Spark partition read one input partition that no other read;
-    else (None, Lineage.java's answer) and nothing written."""
+    request (JvmWriter.writeAsRead's): the stats rows, where each Spark partition read one input
+    partition that no other read; else (None, Lineage.java's answer) and nothing written."""
     answers = [json.loads(answer) for answer in _ask(frame, {"op": "write", "spec": spec, "lineage": True})]
     if len(answers) == 1 and isinstance(answers[0], dict):
         return None, json.dumps(answers[0]["lineage"])

@@ -89,6 +89,8 @@ def test_output_equals_input_and_a_rerun_batch_writes_nothing_twice(
     checkpoint = tmp_path / "ckpt"
     summaries = _run(spark, config, source, checkpoint)
     assert {s.data_path for s in summaries} == {"jvm"}, summaries
+    # local mode places no tasks: the JVM writer reads the lineage and writes in one call
+    assert {"lineage_ms" in s.driver for s in summaries} == {False}, summaries
     assert sum(s.records_out for s in summaries) == PARTITIONS * PER_PARTITION
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result

@@ -12,15 +12,10 @@ package eos.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
-import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.Function;
 import org.apache.spark.connect.proto.Relation;
@@ -79,41 +74,24 @@ public class ConnectPlugin implements RelationPlugin {
         return answer(session, new Lineage().read(batch));
       }
       if (op.equals("write")) { // run when the client collects the answer: one row per task's stats row
-        ObjectNode spec = (ObjectNode) asked.get("spec");
-        if (asked.path("lineage").asBoolean(false)) {
-          // The lineage read here, not asked first: one round trip a batch. The batch is written at once
-          // where each Spark partition read one input partition no other read; else the answer is the
-          // lineage (one JSON object, never an array as a stats row is), and nothing is written.
-          Map<String, Object> found = Lineage.of(batch.queryExecution().toRdd());
-          Object partitions = found == null ? null : found.get("partitions");
-          if (!oneRunPerTask(partitions)) {
-            return answer(session, JSON.writeValueAsString(Collections.singletonMap("lineage", found)));
+        String spec = JSON.writeValueAsString(asked.get("spec"));
+        JavaRDD<List<Object>> tasks;
+        if (asked.path("lineage").asBoolean(false)) { // JvmWriter.writeAsRead's, in one request
+          JvmWriter.AsRead asRead = JvmWriter.asRead(batch, spec);
+          if (asRead.tasks == null) {
+            Object lineage = Collections.singletonMap("lineage", asRead.lineage);
+            return answer(session, JSON.writeValueAsString(lineage));
           }
-          spec.set("sources", JSON.valueToTree(partitions));
+          tasks = asRead.tasks;
+        } else {
+          tasks = JvmWriter.tasks(batch, spec);
         }
-        JavaRDD<Row> rows = JvmWriter.tasks(batch, JSON.writeValueAsString(spec)).map(new StatsAsJson());
-        return Optional.of(session.createDataFrame(rows, ANSWER).logicalPlan());
+        return Optional.of(session.createDataFrame(tasks.map(new StatsAsJson()), ANSWER).logicalPlan());
       }
       throw new IllegalArgumentException("an eos request this jar does not know: " + op);
     } catch (IOException e) {
       throw new IllegalArgumentException("an eos request this jar cannot read", e);
     }
-  }
-
-  /** Whether Lineage's `partitions` name, per Spark partition, an input partition no other names (the
-   * sink's Lineage.one_run_per_task). */
-  private static boolean oneRunPerTask(Object partitions) {
-    if (!(partitions instanceof List)) {
-      return false;
-    }
-    Set<List<Object>> seen = new HashSet<>();
-    for (Object range : (List<?>) partitions) {
-      List<?> r = (List<?>) range;
-      if (!seen.add(Arrays.asList(r.get(0), r.get(1)))) {
-        return false;
-      }
-    }
-    return true;
   }
 
   /** A one-row answer. */
