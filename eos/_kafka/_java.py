@@ -408,20 +408,26 @@ _LIBRDKAFKA_ALIASES = {
 _TO_JAVA_UNITS: dict[str, Callable[[str], str]] = {"buffer.memory": lambda kib: str(int(kib) * 1024)}
 
 
-def java_producer(settings: Mapping[str, Any]) -> dict[str, str]:
+def java_producer(settings: Mapping[str, Any], shared: bool = False) -> dict[str, str]:
     """`Config.producer` (librdkafka's names) as the Java client's settings, for the producers of the JVM
-    data path; ConfigError naming the first setting the Java client has no equivalent of."""
+    data path; ConfigError naming the first setting the Java client has no equivalent of. `shared`:
+    `Config.kafka`, every client's settings, of which only those a producer takes are turned (the rest
+    reach the Java clients as they are, `spark_source_options`)."""
     by_librdkafka = {(SETTINGS.get(java) or _same()).target or java: java for java in _JVM_PRODUCER}
     out: dict[str, str] = {}
     for key, value in settings.items():
         java = by_librdkafka.get(_LIBRDKAFKA_ALIASES.get(key, key))
+        if java is None and shared:
+            continue
         if java is None:
             raise ConfigError(f"producer.{key}", "has no Java client setting eos knows to match it")
         text = str(value).lower() if isinstance(value, bool) else str(value)
         try:
             out[java] = _TO_JAVA_UNITS[java](text) if java in _TO_JAVA_UNITS else text
         except ValueError:
-            raise ConfigError(f"producer.{key}", f"{value!r} is not a whole number") from None
+            raise ConfigError(
+                f"{'kafka' if shared else 'producer'}.{key}", f"{value!r} is not a whole number"
+            ) from None
     return out
 
 

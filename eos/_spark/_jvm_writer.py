@@ -255,11 +255,13 @@ def _dead_letters(config: Config) -> dict:
 
 
 def _producer(config: Config, limit: int | None) -> dict[str, str]:
-    """The JVM's producer settings: eos's defaults, the user's (`Config.producer`, in the Java client's
-    names), then what eos decides whatever they say, as for the Python path's producers
+    """The JVM's producer settings: eos's defaults, the user's (`Config.kafka`'s that a producer takes,
+    then `Config.producer`, in the Java client's names, as the Python path's producers take both), then
+    what eos decides whatever they say, as for the Python path's producers
     (`eos._kafka._clients.producer_settings`): idempotence, the transaction timeout, a delivery timeout
     within it; and no record batch above the output topic's `limit`."""
     settings = {"client.id": _names.client_id(config.app_id), "linger.ms": "5"}
+    settings.update(_java.java_producer(config.kafka, shared=True))
     settings.update(_java.java_producer(config.producer))
     transaction = config.transaction_timeout_ms
     delivery = min(int(settings.get("delivery.timeout.ms", transaction)), transaction)

@@ -261,14 +261,20 @@ def test_producer_settings_reach_the_jvm_writers_producers(spark, bootstrap, nam
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once and result.missing == 0, result
 
-    big, big_out = seed_one_big(bootstrap, names, "big", records=6, big_at=5, size=3_000)
-    limited = _config(bootstrap, names("app"), big_out, producer={"message.max.bytes": 1000})
-    with pytest.raises(Exception) as failed:
-        _run(spark, limited, big, tmp_path / "b")
-    message = str(failed.value)
-    assert f"input record {big}/0@5" in message and "too large" in message.lower(), message[-3000:]
-    records, _ = testing.read_topic(bootstrap, big_out, marker=testing.write_markers(bootstrap, big_out))
-    assert records == []  # the transaction holding the refused record aborted: nothing of it committed
+    # the limit set for the producer alone, or for every client (`kafka`, where format("eos")'s
+    # kafka.max.request.size goes): the Python path's producers take both
+    for n, where in enumerate(("producer", "kafka")):
+        big, big_out = seed_one_big(bootstrap, names, f"big{n}", records=6, big_at=5, size=3_000)
+        limited = _config(bootstrap, names("app"), big_out, **{where: {"message.max.bytes": 1000}})
+        with pytest.raises(Exception) as failed:
+            _run(spark, limited, big, tmp_path / f"b{n}")
+        message = str(failed.value)
+        assert f"input record {big}/0@5" in message and "too large" in message.lower(), (
+            where,
+            message[-3000:],
+        )
+        records, _ = testing.read_topic(bootstrap, big_out, marker=testing.write_markers(bootstrap, big_out))
+        assert records == []  # the transaction holding the refused record aborted: nothing of it committed
 
     other = {"batch.num.messages": "1000"}
     with pytest.raises(ConfigError, match="producer.batch.num.messages"):

@@ -377,3 +377,13 @@ def test_a_producer_setting_without_a_java_match_is_named(settings, field):
     with pytest.raises(eos.ConfigError) as caught:
         _java.java_producer(settings)
     assert caught.value.field == field
+
+
+def test_every_clients_settings_give_the_jvm_producers_only_what_a_producer_takes():
+    """`Config.kafka` (every client's settings): the producer's among them turned to the Java names,
+    the rest (security, a consumer's) left to reach the Java clients as they are."""
+    shared = {"message.max.bytes": "4096", "security.protocol": "SSL", "fetch.min.bytes": "1"}
+    assert _java.java_producer(shared, shared=True) == {"max.request.size": "4096"}
+    with pytest.raises(eos.ConfigError) as caught:
+        _java.java_producer({"queue.buffering.max.kbytes": "lots"}, shared=True)
+    assert caught.value.field == "kafka.queue.buffering.max.kbytes"
