@@ -113,7 +113,7 @@ def write(
     except Exception as exc:
         raise_refusal(exc, config, batch_id, layout, provenance)
         raise
-    return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows]
+    return _stats(rows)
 
 
 def write_with_lineage(
@@ -129,11 +129,8 @@ def write_with_lineage(
         jvm = _Jvm.of(frame.sparkSession)
         if jvm is not None:
             answer = json.loads(jvm.shared(_CLASS).writeAsRead(frame._jdf, json.dumps(spec)))
-            rows, found = (answer, None) if isinstance(answer, list) else (None, answer["lineage"])
-            lineage = _partitioning.parse(json.dumps(found)) if rows is None else None
         else:
-            rows, found = _server.write_with_lineage(frame, spec)
-            lineage = _partitioning.server_lineage(found) if found is not None else None
+            answer = _server.write_with_lineage(frame, spec)
     except Exception as exc:
         if refusal(exc) is not None:  # the refusal's words may name the range the source read
             try:
@@ -143,9 +140,15 @@ def write_with_lineage(
             partitions = found.partitions if found is not None else None
             raise_refusal(exc, config, batch_id, layout, Provenance(partitions=partitions))
         raise
-    if rows is None:
-        return None, lineage
-    return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows], None
+    if isinstance(answer, list):
+        return _stats(answer), None
+    found = _partitioning.decoded(answer["lineage"])
+    return None, found if jvm is not None else _partitioning.server_lineage(found)
+
+
+def _stats(rows: list[list]) -> list[dict]:
+    """The JVM writer's stats rows (eos's STATS_DDL order) as the Python tasks' stats dicts."""
+    return [dict(zip(STATS_SCHEMA.names, row, strict=True)) for row in rows]
 
 
 #: the output topic's record batch limit, by (bootstrap servers, topic): (asked at, bytes or None)

@@ -64,23 +64,25 @@ def lineage(df, server: bool = False) -> Lineage | None:
     naming each Spark partition's range is kept, so that every other batch is written as without it."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:  # Spark Connect: no JVM handle on the client side
-        return server_lineage(_server.lineage(df)) if server else None
+        return server_lineage(parse(_server.lineage(df))) if server else None
     try:
         return _read(jdf.queryExecution().toRdd())
     except Exception:  # noqa: BLE001 - not inspectable (another Spark version, ...)
         return None
 
 
-def server_lineage(answer: str) -> Lineage | None:
-    """The Lineage of the plugin's `answer` where it names each Spark partition's range, else None (see
-    `lineage`)."""
-    found = parse(answer)
+def server_lineage(found: Lineage | None) -> Lineage | None:
+    """`found` (the plugin's) where it names each Spark partition's range, else None (see `lineage`)."""
     return found if found is not None and found.partitions is not None else None
 
 
 def parse(answer: str) -> Lineage | None:
     """The Lineage of Lineage.java's JSON answer."""
-    found = json.loads(answer)
+    return decoded(json.loads(answer))
+
+
+def decoded(found: dict | None) -> Lineage | None:
+    """The Lineage of Lineage.java's answer, decoded from JSON."""
     if found is None:
         return None
     ranges = tuple(SourceRange(*r) for r in found["ranges"])

@@ -65,14 +65,12 @@ def write(frame: Any, spec: dict) -> list[list]:
     return [json.loads(answer) for answer in _ask(frame, {"op": "write", "spec": spec})]
 
 
-def write_with_lineage(frame: Any, spec: dict) -> tuple[list[list] | None, str | None]:
+def write_with_lineage(frame: Any, spec: dict) -> list[list] | dict:
     """`frame` written as `spec` plans, its sources the batch's lineage as the plugin reads it, in one
-    request (JvmWriter.writeAsRead's): the stats rows, where each Spark partition read one input
-    partition that no other read; else (None, Lineage.java's answer) and nothing written."""
+    request: JvmWriter.writeAsRead's answer, decoded (the stats rows, or `{"lineage": ...}` where
+    nothing was written)."""
     answers = [json.loads(answer) for answer in _ask(frame, {"op": "write", "spec": spec, "lineage": True})]
-    if len(answers) == 1 and isinstance(answers[0], dict):
-        return None, json.dumps(answers[0]["lineage"])
-    return answers, None
+    return answers[0] if len(answers) == 1 and isinstance(answers[0], dict) else answers
 
 
 def _ask(df: Any, request: dict) -> list[str]:

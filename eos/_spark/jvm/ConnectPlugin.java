@@ -79,8 +79,7 @@ public class ConnectPlugin implements RelationPlugin {
         if (asked.path("lineage").asBoolean(false)) { // JvmWriter.writeAsRead's, in one request
           JvmWriter.AsRead asRead = JvmWriter.asRead(batch, spec);
           if (asRead.tasks == null) {
-            Object lineage = Collections.singletonMap("lineage", asRead.lineage);
-            return answer(session, JSON.writeValueAsString(lineage));
+            return answer(session, asRead.declined());
           }
           tasks = asRead.tasks;
         } else {

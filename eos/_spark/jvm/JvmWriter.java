@@ -37,10 +37,7 @@ public final class JvmWriter {
    * `{"lineage": ...}` (Lineage's, never an array as the stats are) and nothing is written. */
   public String writeAsRead(Dataset<Row> batch, String spec) throws IOException {
     AsRead asRead = asRead(batch, spec);
-    if (asRead.tasks == null) {
-      return JSON.writeValueAsString(Collections.singletonMap("lineage", asRead.lineage));
-    }
-    return JSON.writeValueAsString(asRead.tasks.collect());
+    return asRead.tasks == null ? asRead.declined() : JSON.writeValueAsString(asRead.tasks.collect());
   }
 
   /** The batch's tasks, not yet run: one stats row per input partition each task wrote. */
@@ -96,6 +93,11 @@ public final class JvmWriter {
     AsRead(JavaRDD<List<Object>> tasks, Map<String, Object> lineage) {
       this.tasks = tasks;
       this.lineage = lineage;
+    }
+
+    /** The answer where the tasks do not run: `{"lineage": ...}`. */
+    String declined() throws IOException {
+      return JSON.writeValueAsString(Collections.singletonMap("lineage", lineage));
     }
   }
 }
