@@ -38,6 +38,7 @@ from eos._core._input import READ_IN_COLUMN, Provenance
 from eos._core._spec import OnCommit, Process, ProcessBatch, TaskSpec
 from eos._core._stats import STATS_DDL, BatchSummary
 from eos._core._task import run_partition
+from eos._kafka import _producer
 from eos._log import get_logger
 from eos._spark import _jvm_writer, _metrics, _partitioning
 from eos._spark._affinity import Affinity, executor_of_task
@@ -260,10 +261,24 @@ class Sink:
             check_input=prove,
             start_known=prove,
         )
-        rows = selected.mapInArrow(partial(_run_partition, job), STATS_DDL).collect()  # 4
+        try:
+            rows = selected.mapInArrow(partial(_run_partition, job), STATS_DDL).collect()  # 4
+        except Exception:
+            self._fence(provenance)
+            raise
         stats = [row.asDict() for row in rows]
         self._affinity.ran(stats)
         return stats
+
+    def _fence(self, provenance: Provenance) -> None:
+        """D4 failed: a task Spark cancelled had its Python worker killed, its transaction left open;
+        each input partition of the batch is fenced, which aborts it (exactly_once; the JVM writer's
+        tasks abort their own). Under Spark Connect without the batch's ranges, nothing is known to fence."""
+        ranges = provenance.partitions or provenance.ranges
+        if self.config.exactly_once and ranges:
+            tps = sorted({(r.topic, r.partition) for r in ranges})
+            _producer.fence(self.config, tps, self.log)
+            self.log.info("batch failed: open transactions fenced", partitions=len(tps))
 
     def _write_parts(
         self,

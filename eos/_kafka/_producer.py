@@ -131,3 +131,26 @@ class OutputProducer:
         finally:
             self.records.close()
             self._producer = None
+
+
+def fence(config: Config, tps: list[tuple[str, int]], log) -> None:
+    """Abort whatever transaction the transactional ids of input partitions `tps` hold open, by
+    initializing a new incarnation of each: after a failed Spark job, whose cancelled tasks' Python
+    workers Spark killed mid-transaction (an open transaction holds every read_committed consumer of
+    its output partitions back until transaction_timeout_ms). What cannot be fenced is logged, not
+    raised: the job's own error is what the caller reports, and the next task's init aborts it anyway."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(tp: tuple[str, int]) -> None:
+        transactional_id = config.transactional_id(*tp)
+        try:
+            producer = OutputProducer(config, transactional_id)
+            try:
+                producer.init_transactions(log, known_topic=tp[0])
+            finally:
+                producer.close()
+        except EosError as exc:
+            log.warning("open transaction not fenced", transactional_id=transactional_id, error=str(exc))
+
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(tps)))) as pool:
+        list(pool.map(one, tps))

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from conftest import kill_after_commits, kill_after_committed, line_count, write_available
 
 import eos
 from eos import testing
+from eos._kafka._admin import Admin
 from tests.integration.refusals_app import SMALL_TOPIC, bad_kind, config_of, process_batch, query
 from tests.support.deadletters import letters_by_input
 from tests.support.processes import DriverProcess
@@ -154,3 +157,66 @@ def test_refused_outputs_are_dead_lettered_once_through_a_driver_kill(bootstrap,
     history = read_summaries(summaries)
     assert sum(s["skipped"] for s in history) > 0, "no kill landed mid-batch"
     assert {s["data_path"] for s in history} == {"jvm" if api == "passthrough" else "python"}
+
+
+@pytest.mark.parametrize("data_path", ["python", "jvm"])
+def test_a_task_cancelled_mid_transaction_leaves_no_transaction_open(
+    spark, bootstrap, names, tmp_path, data_path
+):
+    """Input partition 0's first record is refused (above message.max.bytes), failing the batch while
+    partition 1's task is still writing its one transaction, one record per request: Spark cancels that
+    task. Its transaction must not stay open until transaction.timeout.ms (10 minutes here), holding
+    every read_committed consumer of the output back. The JVM writer's task aborts it (its thread is
+    interrupted, which the Kafka client's abort refuses unless cleared); a Python task's worker is
+    killed by Spark, and the sink fences the batch's partitions once the job failed. What is committed
+    is a prefix of the input, once."""
+    ROWS = 200_000  # noqa: N806 - far more than partition 1's task writes before partition 0's fails
+    source, output = names("in"), names("out")
+    testing.create_topic(bootstrap, source, 2)
+    testing.create_topic(bootstrap, output, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000})
+    producer.produce(source, b"x" * 3_000, b"big", partition=0)
+    for i in range(ROWS):
+        producer.produce(source, b"v%d" % i, b"k%d" % i, partition=1)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    config = eos.Config(
+        bootstrap_servers=bootstrap,
+        app_id=names("app"),
+        output_topic=output,
+        processing_guarantee="exactly_once",
+        data_path=data_path,
+        commit_every=1_000_000,  # partition 1's rows: one transaction
+        transaction_timeout_ms=600_000,
+        # a record per request, one request at a time: partition 1's task outlasts partition 0's
+        producer={"message.max.bytes": 1_000, "batch.size": 1, "max.in.flight.requests.per.connection": 1},
+    )
+    summaries: list = []
+    query = (
+        eos.read_stream(spark, config, [source])
+        .writeStream.foreachBatch(eos.sink(config, on_batch=summaries.append))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception) as failed:
+        query.awaitTermination()
+    assert f"input record {source}/0@0" in str(failed.value), str(failed.value)[-2000:]
+    assert summaries == []
+
+    admin = Admin(config, timeout=10)
+    tp = (output, 0)
+    deadline = time.monotonic() + 60
+    while True:
+        end = admin.log_offsets([tp], "latest")[tp]
+        stable = admin.log_offsets([tp], "latest", committed_only=True)[tp]
+        if stable == end or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
+    print(f"{data_path}: output log end {end}, last stable offset {stable}, {len(records)} committed")
+    assert len(records) < ROWS, "partition 1's task was not cut short"
+    assert end - len(records) > 10, "partition 1's task had no transaction open when it was cancelled"
+    assert stable == end and not hanging, "the cancelled task's transaction is still open"
+    assert [r.value for r in records] == [b"v%d" % i for i in range(len(records))]  # what it committed: once

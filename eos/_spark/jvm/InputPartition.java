@@ -609,12 +609,22 @@ final class InputPartition {
       producer = null; // at_least_once: the shared producer stays; what it sent is written again
       return;
     }
-    if (open) {
-      try {
-        producer.abortTransaction();
-        aborted++;
-      } catch (RuntimeException ignored) {
-        // fenced or fatal: the next incarnation's initTransactions aborts it
+    // A task Spark cancels (another task failed the stage, the query stopped) is interrupted, and an
+    // interrupted thread's abortTransaction throws before it sends EndTxn: the transaction would stay
+    // open, holding back read_committed consumers of the output until transaction.timeout.ms.
+    boolean interrupted = Thread.interrupted();
+    try {
+      if (open) {
+        try {
+          producer.abortTransaction();
+          aborted++;
+        } catch (RuntimeException ignored) {
+          // fenced or fatal: the next incarnation's initTransactions aborts it
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
       }
     }
     producer.close(Duration.ZERO);
