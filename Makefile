@@ -65,7 +65,7 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
 $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
-	@echo "== eos's JVM classes (placement, the pass-through writer; javac) into $@"
+	@echo "== eos's JVM classes (placement, the pass-through writer, format(\"eos\"); javac) into $@"
 	@# the installed PySpark's version, asked here: on a fresh clone the .venv did not exist when make
 	@# read this file, so $(PYSPARK_VERSION) is empty (the writer needs the connector's Kafka client)
 	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
@@ -74,6 +74,9 @@ $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(P
 	  if ! ls "$$jars"/spark-connect_*.jar >/dev/null 2>&1; then \
 	    echo "   (PySpark $$version has no Spark Connect server: the jar is built without eos's Connect plugin)"; \
 	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /ConnectPlugin.java)"; fi && \
+	  if [ "$${version%%.*}" -lt 4 ]; then \
+	    echo "   (PySpark $$version has no Python data sources: the jar is built without format(\"eos\")'s provider)"; \
+	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /DefaultSource.java)"; fi && \
 	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
 	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$$version/*" -d "$$out" \
 	    $$sources eos/_spark/jvm/stub/scala/Serializable.java && \

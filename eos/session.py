@@ -300,11 +300,23 @@ def register(
             f'format("eos") is a Python data source, which needs PySpark 4.0 or later (installed:'
             f" {pyspark.__version__}); on Spark 3.5 use foreachBatch(eos.sink(config))"
         )
+    from eos._spark import _format_jvm
     from eos._spark._datasource import source_class
     from eos._spark._preflight import functions
+    from eos.sink import Sink
 
     _hide_secret_options(spark)
-    spark.dataSource.register(source_class(name, functions(process, process_batch, stores, on_commit)))
+    fns = functions(process, process_batch, stores, on_commit)
+    if name == "eos" and _format_jvm.route(spark, fns, Sink):  # Spark resolves "eos" to eos.DefaultSource
+        spark.dataSource.register(source_class(_format_jvm.PYTHON_NAME, fns))
+    else:
+        try:
+            spark.dataSource.register(source_class(name, fns))
+        except Exception as exc:
+            if name != "eos" or "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise
+            # a Spark Connect server with eos's jar: its eos.DefaultSource hands streams to "eos-python"
+            spark.dataSource.register(source_class(_format_jvm.PYTHON_NAME, fns))
     if metrics_port is not None:
         from eos._spark._listener import listen
 

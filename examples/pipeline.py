@@ -239,6 +239,7 @@ def main() -> None:
             "eos.input.mode": config.input_mode,
             "eos.parts": config.parts,
             "eos.on.error": config.on_error,
+            "eos.data.path": config.data_path,
             **({"eos.dead.letter.topic": config.dead_letter_topic} if config.dead_letter_topic else {}),
             **({"eos.ledger.retain": args.ledger_retain} if args.ledger_retain else {}),
             **{f"kafka.{key}": value for key, value in config.kafka.items()},

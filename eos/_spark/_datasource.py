@@ -401,6 +401,7 @@ class _Writer(*_WRITER_BASES):
             "driver_pid": os.getpid(),
             "query": query,
             "tasks_failed": sum(1 for m in messages if m is None),
+            "data_path": "python",
             "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
         }
         _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)

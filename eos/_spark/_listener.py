@@ -198,8 +198,10 @@ def counted(progress) -> BatchSummary | None:
         found = _from_ledger(query, progress, run) or _from_accumulator(query, progress.batchId, run)
         if found is None:
             return None
-        app, batches, stats, guarantee = found
-        summary = BatchSummary.of(progress.batchId, guarantee, stats, _seconds(progress), regrouped=False)
+        app, batches, stats, guarantee, data_path = found
+        summary = BatchSummary.of(
+            progress.batchId, guarantee, stats, _seconds(progress), regrouped=False, data_path=data_path
+        )
         run.app, run.guarantee, run.last_batch, run.last = app, guarantee, progress.batchId, summary
         _count(query, run, summary, batches, _latest_offsets(progress))
         return summary
@@ -236,7 +238,7 @@ def _count(query: str, run: _Run, summary: BatchSummary, batches: int, latest: M
 def _from_ledger(query: str, progress, run: _Run):
     """format("eos"): every attempt of the ledger's batches after the last counted, up to the
     progress's (a failed attempt's tasks that succeeded committed their transactions; a re-run skips
-    what they wrote). (app, batches, stats rows, guarantee), or None."""
+    what they wrote). (app, batches, stats rows, guarantee, data path), or None."""
     location = _ledger.announced(query)
     batch_id = progress.batchId
     if location == "" and not run.warned:
@@ -252,6 +254,7 @@ def _from_ledger(query: str, progress, run: _Run):
     first = batch_id if run.last_batch is None else run.last_batch + 1
     stats: list[dict[str, Any]] = []
     app = guarantee = None
+    data_path = "python"
     batches = 0
     for entry in _ledger.read_batches(location, list(range(first, batch_id + 1))):
         # another query's attempts where two share an eos.ledger.dir (attempts without one: an earlier eos)
@@ -260,16 +263,17 @@ def _from_ledger(query: str, progress, run: _Run):
             continue
         batches += 1
         app, guarantee = attempts[-1]["app_id"], attempts[-1]["guarantee"]
+        data_path = attempts[-1].get("data_path", "python")  # "jvm": eos.DefaultSource's route
         for attempt in attempts:
             stats.extend(attempt["partitions"])
     if app is None:
         return None
-    return app, batches, stats, guarantee
+    return app, batches, stats, guarantee, data_path
 
 
 def _from_accumulator(query: str, batch_id: int | None, run: _Run):
     """foreach_writer: the figures its tasks added for epochs up to `batch_id` (None: all), taken out
-    of the accumulator; (app, epochs, stats rows, guarantee), or None."""
+    of the accumulator; (app, epochs, stats rows, guarantee, data path), or None."""
     if not _accumulator:
         return None
     values = _accumulator[0].value
@@ -301,7 +305,7 @@ def _from_accumulator(query: str, batch_id: int | None, run: _Run):
     if app is None:
         return None
     epochs = len({key[4] for key in mine})
-    return app, epochs if batch_id is None else max(epochs, 1), stats, guarantee
+    return app, epochs if batch_id is None else max(epochs, 1), stats, guarantee, "python"
 
 
 def _seconds(progress) -> float:

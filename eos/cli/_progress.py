@@ -88,7 +88,7 @@ def cmd_ledger_show(args, config: Config, broker: Broker) -> int:
                         p["skipped"],
                         p["records_out"],
                         p["transactions"],
-                        p["task"],
+                        "-" if p.get("task") is None else p["task"],
                     )
                 )
     if not args.json:

@@ -1,5 +1,6 @@
 """`df.writeStream.format("eos")`: the same guarantee as `foreachBatch(eos.sink(...))` through Spark's
-Python data source API, its ledger, its bad options, and the input partitions it cannot regroup."""
+Python data source API and, on a classic driver, eos's JVM provider (the JVM data path); its ledger, its
+bad options, and the input partitions it cannot regroup."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import time
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from conftest import after_failure, finish, kill_after_commits, seed, seed_one_big, start_pipeline
+from conftest import (
+    after_failure,
+    finish,
+    kill_after_commits,
+    kill_after_committed,
+    seed,
+    seed_one_big,
+    start_pipeline,
+)
 from partition_task_app import SCHEMA
 
 import eos
@@ -94,6 +103,45 @@ def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp
         == {p: committed[(source, p)] for p in range(PARTITIONS)}
         == dict.fromkeys(range(PARTITIONS), 1_500)
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "first,then", [("jvm", "python"), pytest.param("python", "jvm", marks=pytest.mark.long)]
+)
+def test_a_driver_killed_on_one_data_path_restarts_on_the_other_exactly_once(
+    bootstrap, names, tmp_path, first, then
+):
+    """A pass-through format("eos") query on a classic driver: eos.DefaultSource routes it to the JVM data
+    path (`eos.data.path` "auto" or "jvm"), or to the Python data source ("python"). The driver's process
+    group is SIGKILLed mid-batch on one, after its first batch was written there, and the query restarts
+    from the same checkpoint on the other: the re-run batch skips what the killed one committed."""
+    source, output, sent = seed(bootstrap, names, 3_000)
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    flags = {"format_eos": True, "max_offsets": 2_000, "commit_every": 100}
+    rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
+
+    def run(path):
+        env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": path}
+        return start_pipeline(
+            bootstrap, app_id, source, output, checkpoint, tmp_path / "s.jsonl", env=env, **flags
+        )
+
+    # the first batch (2,000 records) written, then a kill after 1-12 more transactions of the second
+    kill_after_committed(run(first), config, source, PARTITIONS, 2_000 + 100 * rng.randint(1, 12))
+    finish(run(then))
+
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    attempts = [(b["batch_id"], a) for b in read_ledger(checkpoint) for a in b["attempts"]]
+    paths = {batch: a["data_path"] for batch, a in attempts}
+    rerun = [a for batch, a in attempts if batch == 1]
+    skipped = sum(p["skipped"] for a in rerun for p in a["partitions"])
+    print(f"format(eos) {first} -> {then}: {paths}, batch 1 skipped {skipped}: {result}")
+    assert result.exactly_once and result.missing == 0, result
+    assert paths[0] == first and set(paths) - {0} and {paths[b] for b in paths if b > 0} == {then}
+    assert [a["data_path"] for a in rerun] == [then], "the killed run recorded batch 1"
+    assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
 
 
 def _query(spark, bootstrap, source, options, checkpoint, transform=None, **source_options):
@@ -211,10 +259,15 @@ def test_a_split_first_batch_fails_loses_nothing_and_recovers_once_the_split_is_
     assert result.exactly_once and result.missing == 0, result
 
 
-def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(spark, bootstrap, names, tmp_path):
-    """`repartition(2)` deals one input partition's rows out to two tasks in turn. A data source cannot
-    regroup them: the batch must fail, what is written must be the partition's prefix up to its committed
-    offset, and the query without the repartition, on the same checkpoint, must then write the rest."""
+@pytest.mark.parametrize("data_path", ["python", "auto"])
+def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(
+    spark, bootstrap, names, tmp_path, data_path
+):
+    """`repartition(2)` deals one input partition's rows out to two tasks in turn. The Python data
+    source cannot regroup them: the batch must fail, what is written must be the partition's prefix up
+    to its committed offset, and the query without the repartition, on the same checkpoint, must then
+    write the rest. On a classic driver's JVM route ("auto") the foreachBatch sink regroups the batch
+    and writes it, once, in order."""
     source, output, app_id = names("in"), names("out"), names("app")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
@@ -225,10 +278,21 @@ def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(spark, bo
         df = eos.read_stream(spark, config, [source])
         writer = (df.repartition(2, "key") if dealt else df).writeStream.format("eos")
         options = {"kafka.bootstrap.servers": bootstrap, "topic": output, "eos.app.id": app_id}
-        for key, value in {**options, "eos.processing.guarantee": "exactly_once"}.items():
+        options.update({"eos.processing.guarantee": "exactly_once", "eos.data.path": data_path})
+        for key, value in options.items():
             writer = writer.option(key, value)
         checkpoint = str(tmp_path / "ckpt")
         return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+
+    if data_path == "auto":
+        query = start(dealt=True)
+        query.awaitTermination()
+        assert query.lastProgress["sink"]["description"] == "eos"  # the JVM route's sink
+        result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+        assert result.exactly_once and result.missing == 0, result
+        entries = read_ledger(tmp_path / "ckpt")
+        assert {a["data_path"] for b in entries for a in b["attempts"]} == {"jvm"}
+        return
 
     with pytest.raises(Exception) as info:
         start(dealt=True).awaitTermination()

@@ -135,3 +135,21 @@ def test_ledger_appends_attempts_and_keeps_the_last_batches(tmp_path, capsys):
     assert table[2].split()[:2] == ["4", "2"] and "40-49" in table[2]
     assert cli(["ledger", "show", "--checkpoint-location", str(tmp_path / "none")]) == 1
     assert "no eos ledger at" in capsys.readouterr().err
+
+
+def test_format_eos_takes_the_jvm_route_only_for_a_query_the_jvm_writer_writes():
+    """eos.DefaultSource asks `Router.route` per stream: "jvm" for a pass-through query of a session
+    that registered "eos" in this process, "python" (the Python data source) for anything else."""
+    from eos._core._spec import Functions
+    from eos._spark._format_jvm import Router
+
+    router = Router(sc=None, sink=None)
+    router._functions[1] = Functions()
+    router._functions[2] = Functions(process=lambda row, state: None)
+    assert router.route(1, GOOD) == "jvm"
+    assert router.route(1, {**GOOD, "eos.data.path": "python"}) == "python"
+    assert router.route(1, {**GOOD, "eos.value.serializer": "avro"}) == "python"
+    assert router.route(1, {**GOOD, "eos.producer.batch.num.messages": "10"}) == "python"
+    assert router.route(2, GOOD) == "python"  # its functions run in Python
+    assert router.route(3, GOOD) == "python"  # a session this process never registered "eos" in
+    assert router.route(1, {**GOOD, "eos.comit.every": "5"}) == "python"  # the data source names it

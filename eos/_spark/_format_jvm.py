@@ -1,0 +1,174 @@
+"""`format("eos")` on the JVM data path (classic Spark 4.0+).
+
+With eos's jar on Spark's class path, Spark resolves `format("eos")` to the JVM class `eos.DefaultSource`
+(eos/_spark/jvm/DefaultSource.java) before any Python data source, and `eos.register` registers eos's
+Python data source as "eos-python" for it to hand queries to. A stream the JVM writer can write (the
+pass-through sink: `_jvm_writer.ineligible`) is not handed over: Spark gives it a sink whose batches
+come here, to the foreachBatch sink (`eos.sink.Sink`), which writes them through the JVM writer. Its
+rows never enter Python, and it pays none of the Python data source's workers.
+
+Each batch is appended to the query's ledger, as the Python data source's commit does, so that
+`eos ledger show` and `eos.MetricsListener` read both routes alike.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from eos._core._spec import Functions
+from eos._core._stats import totals
+from eos._log import get_logger
+from eos._spark import _jvm_writer, _ledger
+from eos._spark._datasource import Settings, settings_of
+from eos.config import Config
+
+#: the class Spark resolves format("eos") to, and the name eos's Python data source then takes
+CLASS = "eos.DefaultSource"
+PYTHON_NAME = "eos-python"
+
+
+class Router:
+    """The classic driver's answer to `eos.DefaultSource`: which route a stream takes, and its batches.
+    One per driver JVM (`DefaultSource.route`); the functions each session registered "eos" with."""
+
+    def __init__(self, sc: Any, sink: Callable[[Config], Any]) -> None:
+        self.sc = sc
+        self.sink = sink  # eos.sink.Sink (a layer above this one)
+        self._functions: dict[int, Functions] = {}
+        self._lock = threading.Lock()
+
+    def registered(self, jsession: Any, functions: Functions) -> None:
+        identity = self.sc._jvm.java.lang.System.identityHashCode(jsession)
+        with self._lock:
+            self._functions[identity] = functions
+
+    def route(self, session: int, options: Mapping[str, str]) -> str:
+        with self._lock:
+            functions = self._functions.get(session)
+        if functions is None:  # "eos" registered in another process's session: its own data source
+            return "python"
+        try:
+            config = settings_of(dict(options)).config
+        except Exception:  # noqa: BLE001 - the Python data source raises it, naming the option
+            return "python"
+        why = "data_path is 'python'" if config.data_path == "python" else None
+        why = why or _jvm_writer.ineligible(config, functions)
+        if why is not None:
+            get_logger("eos.sink", app_id=config.app_id).info(
+                'format("eos") takes the Python data source', reason=why
+            )
+            return "python"
+        return "jvm"
+
+    def batches(self, options: Mapping[str, str]) -> Batches:
+        settings = settings_of(dict(options))
+        return Batches(self.sc, settings, self.sink(settings.config))
+
+    class Java:
+        implements = ["eos.DefaultSource$Router"]
+
+
+class Batches:
+    """A stream's foreachBatch sink, called by Spark's streaming thread for each batch, and its ledger."""
+
+    def __init__(self, sc: Any, settings: Settings, sink: Any) -> None:
+        self.sc = sc
+        self.settings = settings
+        self.sink = sink
+
+    def call(self, jdf: Any, batch_id: int, query: str | None) -> None:
+        from pyspark.sql import DataFrame, SparkSession
+
+        session = SparkSession(self.sc, jdf.sparkSession())
+        try:
+            self.sink(DataFrame(jdf, session), batch_id)
+        except BaseException:
+            self._record(batch_id, query, "failed", ())
+            raise
+        summary = self.sink.last
+        self._record(batch_id, query, "committed", summary.per_partition if summary else ())
+
+    def _record(self, batch_id: int, query: str | None, outcome: str, partitions) -> None:
+        """The batch in the ledger, as the Python data source's commit (or abort) writes it: the JVM
+        writer's tasks are one per input partition, so a partition's task is not told apart."""
+        config = self.settings.config
+        rows = [{"task": None, "attempt": None, **stats} for stats in partitions]
+        get_logger("eos.sink", app_id=config.app_id, batch_id=batch_id).debug(
+            f"batch {outcome}", partitions=len(rows), **totals(rows)
+        )
+        location = self.settings.ledger
+        if location is None:
+            if query:
+                _ledger.announce(query, "")
+            return
+        attempt = {
+            "outcome": outcome,
+            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "app_id": config.app_id,
+            "guarantee": config.processing_guarantee,
+            "driver_pid": os.getpid(),
+            "query": query,
+            "tasks_failed": 0 if outcome == "committed" else None,
+            "data_path": "jvm",
+            "partitions": sorted(rows, key=lambda p: (p["topic"], p["partition"])),
+        }
+        _ledger.append(location, batch_id, attempt, self.settings.retain)
+        if query:
+            _ledger.announce(query, location)
+
+    class Java:
+        implements = ["eos.DefaultSource$Batches"]
+
+
+_routers: dict[Any, Router] = {}  # by SparkContext: one router per driver JVM
+
+
+def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bool:
+    """Whether Spark resolves `format("eos")` to `eos.DefaultSource` in classic session `spark` (eos's
+    jar on the class path Spark looks data sources up in; added there where it is not yet): if so, the
+    session's streams are routed by this process from now on, with `functions`, a JVM-route stream's
+    batches written by `sink(config)`."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None or not _loadable(spark):
+        return False
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    router = _routers.get(sc)
+    if router is None:
+        ensure_callback_server_started(sc._gateway)
+        router = _routers[sc] = Router(sc, sink)
+        jvm.eos.DefaultSource.route(router)
+    router.registered(spark._jsparkSession, functions)
+    return True
+
+
+def _loadable(spark: Any) -> bool:
+    """Whether Spark's data source lookup finds `eos.DefaultSource`: the jar is put on the driver's
+    class loader where Spark's launcher left one that takes more (PySpark's own driver)."""
+    from eos._spark._affinity import _jar_path
+
+    jvm = spark._jvm
+    loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+    if _loads(loader):
+        return True
+    jar = _jar_path()
+    if jar is None:
+        return False
+    try:  # Spark's MutableURLClassLoader (spark-submit's, PySpark's driver's) takes more jars
+        loader.addURL(jvm.java.io.File(str(jar)).toURI().toURL())
+    except Exception:  # noqa: BLE001 - another loader (an embedding application's): "eos" stays Python
+        return False
+    return _loads(loader)
+
+
+def _loads(loader: Any) -> bool:
+    try:
+        loader.loadClass(CLASS)
+    except Exception:  # noqa: BLE001 - Py4J's wrapper of ClassNotFoundException
+        return False
+    return True
