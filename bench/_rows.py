@@ -376,8 +376,17 @@ class Bench:
             return self._eos_row("eos_exactly_once_unchecked", out, "exactly_once")
 
     def row_eos_exactly_once_format(self, out: str) -> dict:
-        """Row 3 written with `df.writeStream.format("eos")` instead of `foreachBatch(eos.sink(...))`."""
-        config = self.config("eos_exactly_once_format", "exactly_once", output_topic=out)
+        """Row 3j written with `df.writeStream.format("eos")`: on a classic session eos's JVM provider
+        runs it on the JVM data path (`eos.data.path` left at "auto")."""
+        return self._format_row("eos_exactly_once_format", out, "auto")
+
+    def row_eos_exactly_once_format_python(self, out: str) -> dict:
+        """Row 3 written with `df.writeStream.format("eos")` as a Python data source (`eos.data.path`
+        "python": what a Spark Connect session's format("eos") runs)."""
+        return self._format_row("eos_exactly_once_format_python", out, "python")
+
+    def _format_row(self, row: str, out: str, data_path: str) -> dict:
+        config = self.config(row, "exactly_once", output_topic=out)
         writer = self._source(config).writeStream.format("eos")
         options = {
             "kafka.bootstrap.servers": self.bootstrap,
@@ -386,10 +395,11 @@ class Bench:
             "eos.processing.guarantee": "exactly_once",
             "eos.commit.every": str(COMMIT_EVERY),
             "eos.state.dir": config.state_dir,
+            "eos.data.path": data_path,
         }
         for key, value in options.items():
             writer = writer.option(key, value)
-        return self._run_query(writer, "eos_exactly_once_format" if self.profiling else None)
+        return self._run_query(writer, row if self.profiling else None)
 
     def _jvm_row(self, row: str, out: str, batch: int | None = None) -> dict:
         """Row 3 on the JVM data path (`data_path="jvm"`): the sink's driver checks, the rows written by
