@@ -21,8 +21,6 @@ keys under `eos.`.
 
 from __future__ import annotations
 
-import datetime
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -389,24 +387,17 @@ class _Writer(*_WRITER_BASES):
             **totals(partitions),
         )
         query = next((m.query for m in messages if m and getattr(m, "query", None)), None)
-        if self.settings.ledger is None:
-            if query is not None:
-                _ledger.announce(query, "")  # the listener says why it shows nothing of this query
-            return
-        attempt = {
-            "outcome": outcome,
-            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-            "app_id": config.app_id,
-            "guarantee": config.processing_guarantee,
-            "driver_pid": os.getpid(),
-            "query": query,
-            "tasks_failed": sum(1 for m in messages if m is None),
-            "data_path": "python",
-            "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"])),
-        }
-        _ledger.append(self.settings.ledger, batch_id, attempt, self.settings.retain)
-        if query is not None:
-            _ledger.announce(query, self.settings.ledger)
+        _ledger.record(
+            self.settings.ledger,
+            self.settings.retain,
+            batch_id,
+            config,
+            outcome,
+            query,
+            partitions,
+            tasks_failed=sum(1 for m in messages if m is None),
+            data_path="python",
+        )
 
 
 class _JobWriter(DataSourceArrowWriter):

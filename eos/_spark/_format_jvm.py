@@ -13,8 +13,6 @@ Each batch is appended to the query's ledger, as the Python data source's commit
 
 from __future__ import annotations
 
-import datetime
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -100,25 +98,17 @@ class Batches:
         get_logger("eos.sink", app_id=config.app_id, batch_id=batch_id).debug(
             f"batch {outcome}", partitions=len(rows), **totals(rows)
         )
-        location = self.settings.ledger
-        if location is None:
-            if query:
-                _ledger.announce(query, "")
-            return
-        attempt = {
-            "outcome": outcome,
-            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-            "app_id": config.app_id,
-            "guarantee": config.processing_guarantee,
-            "driver_pid": os.getpid(),
-            "query": query,
-            "tasks_failed": 0 if outcome == "committed" else None,
-            "data_path": "jvm",
-            "partitions": sorted(rows, key=lambda p: (p["topic"], p["partition"])),
-        }
-        _ledger.append(location, batch_id, attempt, self.settings.retain)
-        if query:
-            _ledger.announce(query, location)
+        _ledger.record(
+            self.settings.ledger,
+            self.settings.retain,
+            batch_id,
+            config,
+            outcome,
+            query,
+            rows,
+            tasks_failed=0 if outcome == "committed" else None,
+            data_path="jvm",
+        )
 
     class Java:
         implements = ["eos.DefaultSource$Batches"]

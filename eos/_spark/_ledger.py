@@ -13,6 +13,7 @@ Read by `eos ledger show` (`read_batches`).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -56,6 +57,40 @@ def append(location: str, batch_id: int, attempt: dict[str, Any], retain: int = 
             files.delete_file(old)
         except (FileNotFoundError, OSError):
             pass
+
+
+def record(
+    location: str | None,
+    retain: int,
+    batch_id: int,
+    config: Any,
+    outcome: str,
+    query: str | None,
+    partitions: list[dict[str, Any]],
+    tasks_failed: int | None,
+    data_path: str,
+) -> None:
+    """Append an attempt at batch `batch_id` (its per-partition figures, each with its `task`) to the
+    ledger at `location`, and tell `eos.MetricsListener` where it is; `location` None: the query keeps
+    no ledger, which the listener is told instead."""
+    if location is None:
+        if query:
+            announce(query, "")  # the listener says why it shows nothing of this query
+        return
+    attempt = {
+        "outcome": outcome,
+        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+        "app_id": config.app_id,
+        "guarantee": config.processing_guarantee,
+        "driver_pid": os.getpid(),
+        "query": query,
+        "tasks_failed": tasks_failed,
+        "data_path": data_path,
+        "partitions": sorted(partitions, key=lambda p: (p["topic"], p["partition"], p["task"] or 0)),
+    }
+    append(location, batch_id, attempt, retain)
+    if query:
+        announce(query, location)
 
 
 def batch_ids(location: str) -> list[int]:
