@@ -83,9 +83,9 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
     app_id = names("app")
     port = free_port()
     eos.register(spark, metrics_port=port)
-    paired: list[tuple[int, int, int]] = []  # (progress batch id, its input rows, eos' records_in)
+    paired: list[tuple[int, int, int, str]] = []  # (progress batch id, its input rows, eos' records_in, path)
     hook = eos.MetricsListener(
-        0, on_progress=lambda p, s: paired.append((p.batchId, p.numInputRows, s.records_in))
+        0, on_progress=lambda p, s: paired.append((p.batchId, p.numInputRows, s.records_in, s.data_path))
     )
     spark.streams.addListener(hook)
     checkpoint = tmp_path / "ckpt"
@@ -140,8 +140,10 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
         assert figures[("eos_input_lag_records", labels)] == 0
     assert first[("eos_input_lag_records", _partition(0, source))] > 0, "the first scrape saw input to come"
     # the hook: Spark's progress and eos's summary of the same batch
-    assert [b for b, _, _ in paired] == [b["batch_id"] for b in batches]
-    assert all(rows_in == spark_rows for _, spark_rows, rows_in in paired), paired
+    assert [b for b, _, _, _ in paired] == [b["batch_id"] for b in batches]
+    assert all(rows_in == spark_rows for _, spark_rows, rows_in, _ in paired), paired
+    # a pass-through query on a classic session: eos's JVM provider wrote it on the JVM data path
+    assert {path for _, _, _, path in paired} == {"jvm"}
     # the dashboard names only metrics the endpoint serves
     assert _dashboard_metrics() <= families, _dashboard_metrics() - families
     records, hanging = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
