@@ -133,24 +133,38 @@ class OutputProducer:
             self._producer = None
 
 
-def fence(config: Config, tps: list[tuple[str, int]], log) -> None:
+def fence(config: Config, tps: list[tuple[str, int]], log, seconds: float = 10.0) -> None:
     """Abort whatever transaction the transactional ids of input partitions `tps` hold open, by
     initializing a new incarnation of each: after a failed Spark job, whose cancelled tasks' Python
     workers Spark killed mid-transaction (an open transaction holds every read_committed consumer of
-    its output partitions back until transaction_timeout_ms). What cannot be fenced is logged, not
-    raised: the job's own error is what the caller reports, and the next task's init aborts it anyway."""
+    its output partitions back until transaction_timeout_ms). At most `seconds` in all (a job often
+    fails because the brokers cannot be reached; its error waits for this): what is not fenced by then,
+    or cannot be, is logged, not raised, and the next task's init_transactions aborts it anyway."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
+
+    import attrs
+
+    quick = attrs.evolve(config, operation_timeout_ms=min(config.operation_timeout_ms, int(seconds * 1000)))
+    deadline = time.monotonic() + seconds
+    left: list[str] = []
 
     def one(tp: tuple[str, int]) -> None:
         transactional_id = config.transactional_id(*tp)
+        if time.monotonic() > deadline:
+            left.append(transactional_id)
+            return
         try:
-            producer = OutputProducer(config, transactional_id)
+            producer = OutputProducer(quick, transactional_id)
             try:
                 producer.init_transactions(log, known_topic=tp[0])
             finally:
                 producer.close()
         except EosError as exc:
+            left.append(transactional_id)
             log.warning("open transaction not fenced", transactional_id=transactional_id, error=str(exc))
 
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(tps)))) as pool:
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(tps)))) as pool:
         list(pool.map(one, tps))
+    if left:
+        log.warning("open transactions not fenced", transactional_ids=sorted(left)[:20], count=len(left))

@@ -191,6 +191,15 @@ class _Jvm:
         self.loader = loader
         self._shared: dict[str, Any] = {}
 
+    @classmethod
+    def apart(cls, sc: Any) -> bool:
+        """Whether eos's classes are already loaded in `sc`'s JVM by a class loader of their own (a
+        JVM-path query ran before eos.register), which the jar on the driver's class loader would split."""
+        loaded = cls._loaded.get(sc)
+        if loaded is None:
+            return False
+        return not loaded.loader.equals(sc._jvm.java.lang.Thread.currentThread().getContextClassLoader())
+
     @staticmethod
     def classic(session: Any) -> bool:
         """Whether `session` has a JVM on this side (a Spark Connect session has none)."""
@@ -208,10 +217,13 @@ class _Jvm:
                 cls._loaded[key] = None
             else:
                 gateway = sc._gateway
-                urls = gateway.new_array(sc._jvm.java.net.URL, 1)
-                urls[0] = sc._jvm.java.io.File(str(jar)).toURI().toURL()
                 parent = sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-                loader = sc._jvm.java.net.URLClassLoader(urls, parent)
+                if _loads(parent, _CLASS):  # eos.register put the jar there: one copy of eos's classes
+                    loader = parent
+                else:
+                    urls = gateway.new_array(sc._jvm.java.net.URL, 1)
+                    urls[0] = sc._jvm.java.io.File(str(jar)).toURI().toURL()
+                    loader = sc._jvm.java.net.URLClassLoader(urls, parent)
                 sc._jsc.sc().addJar(str(jar))
                 cls._loaded[key] = cls(sc, loader)
         return cls._loaded[key]
@@ -275,6 +287,15 @@ class _Jvm:
         for i, arg in enumerate(args):
             arguments[i] = arg
         return self.loader.loadClass(name).getConstructors()[0].newInstance(arguments)
+
+
+def _loads(loader: Any, name: str) -> bool:
+    """Whether class `name` loads through `loader` (a JVM class loader, over Py4J)."""
+    try:
+        loader.loadClass(name)
+    except Exception:  # noqa: BLE001 - Py4J's wrapper of ClassNotFoundException
+        return False
+    return True
 
 
 def _local(session: Any) -> bool:

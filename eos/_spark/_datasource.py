@@ -40,7 +40,7 @@ from eos._core._stats import totals
 from eos._core._task import run_partition
 from eos._kafka import _java, _topics
 from eos._log import get_logger
-from eos._spark import _ledger
+from eos._spark import _jvm_writer, _ledger
 from eos._spark._preflight import (
     JOB_BATCH_ID,
     Preflight,
@@ -224,6 +224,12 @@ class EosDataSource(DataSource):
     ) -> _Writer:
         """The checks before any task (D1, D2; P0's placement under input_mode "any"), and the writer
         the tasks run: of a stream's micro-batches, or of batch job's one batch (`batch_id`)."""
+        if settings.config.data_path == "jvm":  # eos.DefaultSource would have taken it, had it been able
+            why = _jvm_writer.ineligible(settings.config, self.functions) or (
+                "it reached eos's Python data source (a Spark Connect session, a sink registered under"
+                " another name, or eos's JVM provider not on the driver's class path)"
+            )
+            raise ConfigError("eos.data.path", f"'jvm' cannot write this query: {why}; set it to 'auto'")
         placement = None
         if settings.config.input_mode == "any":
             placement = _placed(schema, options, settings.config)

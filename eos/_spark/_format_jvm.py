@@ -85,14 +85,18 @@ class Batches:
         try:
             self.sink(DataFrame(jdf, session), batch_id)
         except BaseException:
-            self._record(batch_id, query, "failed", ())
+            self._record(batch_id, query, "failed", (), "jvm" if self.sink._jvm else "python")
             raise
         summary = self.sink.last
-        self._record(batch_id, query, "committed", summary.per_partition if summary else ())
+        if summary is None or summary.batch_id != batch_id:  # nothing to write: no summary
+            self._record(batch_id, query, "committed", (), "jvm" if self.sink._jvm else "python")
+        else:
+            self._record(batch_id, query, "committed", summary.per_partition, summary.data_path)
 
-    def _record(self, batch_id: int, query: str | None, outcome: str, partitions) -> None:
-        """The batch in the ledger, as the Python data source's commit (or abort) writes it: the JVM
-        writer's tasks are one per input partition, so a partition's task is not told apart."""
+    def _record(self, batch_id: int, query: str | None, outcome: str, partitions, data_path: str) -> None:
+        """The batch in the ledger, as the Python data source's commit (or abort) writes it, with the
+        path that wrote it (the foreachBatch sink's: a batch whose lineage it cannot read is written in
+        Python); its tasks are not told apart (a failed attempt's figures are not known)."""
         config = self.settings.config
         rows = [{"task": None, "attempt": None, **stats} for stats in partitions]
         get_logger("eos.sink", app_id=config.app_id, batch_id=batch_id).debug(
@@ -107,7 +111,7 @@ class Batches:
             query,
             rows,
             tasks_failed=0 if outcome == "committed" else None,
-            data_path="jvm",
+            data_path=data_path,
         )
 
     class Java:
@@ -115,6 +119,7 @@ class Batches:
 
 
 _routers: dict[Any, Router] = {}  # by SparkContext: one router per driver JVM
+_routers_lock = threading.Lock()
 
 
 def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bool:
@@ -128,11 +133,12 @@ def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bo
     from pyspark.java_gateway import ensure_callback_server_started
 
     sc = spark.sparkContext
-    router = _routers.get(sc)
-    if router is None:
-        ensure_callback_server_started(sc._gateway)
-        router = _routers[sc] = Router(sc, sink)
-        jvm.eos.DefaultSource.route(router)
+    with _routers_lock:
+        router = _routers.get(sc)
+        if router is None:
+            ensure_callback_server_started(sc._gateway)
+            router = _routers[sc] = Router(sc, sink)
+            jvm.eos.DefaultSource.route(router)
     router.registered(spark._jsparkSession, functions)
     return True
 
@@ -140,25 +146,17 @@ def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bo
 def _loadable(spark: Any) -> bool:
     """Whether Spark's data source lookup finds `eos.DefaultSource`: the jar is put on the driver's
     class loader where Spark's launcher left one that takes more (PySpark's own driver)."""
-    from eos._spark._affinity import _jar_path
+    from eos._spark._affinity import _jar_path, _Jvm, _loads
 
     jvm = spark._jvm
     loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-    if _loads(loader):
+    if _loads(loader, CLASS):
         return True
     jar = _jar_path()
-    if jar is None:
+    if jar is None or _Jvm.apart(spark.sparkContext):  # stays the Python data source until a restart
         return False
     try:  # Spark's MutableURLClassLoader (spark-submit's, PySpark's driver's) takes more jars
         loader.addURL(jvm.java.io.File(str(jar)).toURI().toURL())
     except Exception:  # noqa: BLE001 - another loader (an embedding application's): "eos" stays Python
         return False
-    return _loads(loader)
-
-
-def _loads(loader: Any) -> bool:
-    try:
-        loader.loadClass(CLASS)
-    except Exception:  # noqa: BLE001 - Py4J's wrapper of ClassNotFoundException
-        return False
-    return True
+    return _loads(loader, CLASS)

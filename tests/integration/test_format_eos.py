@@ -164,6 +164,8 @@ def test_bad_options_and_columns_fail_before_any_transaction(spark, bootstrap, n
         ({**good, "eos.comit.every": "10"}, None, "'eos.comit.every'"),
         ({k: v for k, v in good.items() if k != "topic"}, None, "'topic'"),
         ({**good, "eos.processing.guarantee": "twice"}, None, "'eos.processing.guarantee'"),
+        # "jvm" on a query the JVM data path cannot write (the producer setting has no Java match)
+        ({**good, "eos.data.path": "jvm", "eos.producer.batch.num.messages": "10"}, None, "'eos.data.path'"),
         (good, lambda df: df.drop("offset"), "no 'offset' column"),
         (good, lambda df: df.drop("value"), "no 'value' column"),
     ]
@@ -267,7 +269,7 @@ def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(
     source cannot regroup them: the batch must fail, what is written must be the partition's prefix up
     to its committed offset, and the query without the repartition, on the same checkpoint, must then
     write the rest. On a classic driver's JVM route ("auto") the foreachBatch sink regroups the batch
-    and writes it, once, in order."""
+    and writes it, once, in order (through Python: no lineage names a repartitioned batch's ranges)."""
     source, output, app_id = names("in"), names("out"), names("app")
     testing.create_topic(bootstrap, source, 1)
     testing.create_topic(bootstrap, output, 1)
@@ -290,8 +292,9 @@ def test_rows_dealt_out_by_repartition_fail_the_batch_and_lose_nothing(
         assert query.lastProgress["sink"]["description"] == "eos"  # the JVM route's sink
         result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
         assert result.exactly_once and result.missing == 0, result
+        # the foreachBatch sink cannot read a repartitioned batch's lineage: its Python tasks regroup it
         entries = read_ledger(tmp_path / "ckpt")
-        assert {a["data_path"] for b in entries for a in b["attempts"]} == {"jvm"}
+        assert {a["data_path"] for b in entries for a in b["attempts"]} == {"python"}
         return
 
     with pytest.raises(Exception) as info:

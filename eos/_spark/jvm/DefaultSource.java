@@ -27,7 +27,6 @@ import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.streaming.Sink;
-import org.apache.spark.sql.execution.streaming.StreamExecution;
 import org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink;
 import org.apache.spark.sql.sources.StreamSinkProvider;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -117,10 +116,8 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
     return new Sink() {
       @Override
       public void addBatch(long batchId, Dataset<Row> data) {
-        String query =
-            data.sparkSession()
-                .sparkContext()
-                .getLocalProperty(StreamExecution.QUERY_ID_KEY());
+        // StreamExecution.QUERY_ID_KEY (a class Spark 4.1 moved to another package)
+        String query = data.sparkSession().sparkContext().getLocalProperty("sql.streaming.queryId");
         AbstractFunction2<Dataset<Row>, Object, BoxedUnit> call =
             new AbstractFunction2<Dataset<Row>, Object, BoxedUnit>() {
               @Override
