@@ -1,6 +1,8 @@
 """A cluster deploy as Spark documents it for Python dependencies: `spark-submit` of the example pipeline
 to a standalone cluster (a master and two workers on this machine), with eos shipped as a zip of its
-wheel through `--py-files` and the Kafka connector through `--jars`, to Pythons that do not have eos.
+wheel through `--py-files` and the Kafka connector through `--jars`, to Pythons that do not have eos;
+through `foreachBatch(eos.sink(config))` and through `format("eos")` (eos's JVM provider, its jar taken
+out of the zip and put on the driver's class path by `eos.register`).
 
 40-54 s (a cluster's start-up and a venv): `make chaos` (long-test) runs it, not `make test`.
 """
@@ -18,7 +20,7 @@ import eos
 from eos import testing
 from eos._spark._cache import spark_jars_dir
 from tests.chaos.cluster import StandaloneCluster, _spark_home
-from tests.support.summaries import read_summaries
+from tests.support.summaries import read_ledger, read_summaries
 from tests.support.venvs import fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +33,8 @@ def _run(*argv, cwd=None) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 @pytest.mark.long
-def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path, dist):
+@pytest.mark.parametrize("api", ["foreachBatch", "format"])
+def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, names, tmp_path, dist, api):
     # eos as the cluster gets it: the wheel, zipped for --py-files (a wheel is a zip of the package).
     (wheel,) = dist.glob("*.whl")
     shipped = tmp_path / f"eos-{eos.__version__}.zip"
@@ -68,7 +71,7 @@ def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, na
         ]
         argv += [str(script), "--bootstrap", bootstrap, "--app-id", names("dep-app"), "--input", source]
         argv += ["--output", output, "--checkpoint", str(tmp_path / "ckpt"), "--summaries", str(summaries)]
-        argv += ["--max-offsets", "400"]
+        argv += ["--max-offsets", "400"] + (["--format-eos"] if api == "format" else [])
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EOS_SPARK_MASTER")}
         env.update(EOS_PROCESSING_GUARANTEE="exactly_once", PYTHONFAULTHANDLER="1")
         with open(tmp_path / "submit.log", "wb") as log:
@@ -79,10 +82,19 @@ def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, na
         apps = cluster.status().get("completedapps", []) + cluster.status().get("activeapps", [])
     finally:
         cluster.down()
-    history = read_summaries(summaries)
+    if api == "format":  # its batches are in the ledger, each attempt's partitions with their figures
+        attempts = [a for b in read_ledger(tmp_path / "ckpt") for a in b["attempts"]]
+        assert {a["data_path"] for a in attempts} == {"jvm"}, attempts
+        history = [{"partitions": len(a["partitions"]), **_summed(a["partitions"])} for a in attempts]
+    else:
+        history = read_summaries(summaries)
     assert history and sum(s["records_in"] for s in history) == 1_000, history
     assert apps, "the job did not run on the standalone cluster"
     # eos's placement classes came out of the zip and ran: each task on the executor eos placed it on.
     assert any(s["placed"] == s["partitions"] > 0 for s in history), history
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result
+
+
+def _summed(partitions: list[dict]) -> dict:
+    return {name: sum(p[name] for p in partitions) for name in ("records_in", "placed")}
