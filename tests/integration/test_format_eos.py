@@ -174,7 +174,11 @@ def test_bad_options_and_columns_fail_before_any_transaction(spark, bootstrap, n
         options = {**options, "kafka.sasl.password": secret}  # Spark prints the options in its plans
         message = _query(spark, bootstrap, source, options, tmp_path / f"ckpt-{i}", transform)
         assert named in message, message
-        assert secret not in message and "kafka.sasl.password" in message, message
+        assert secret not in message, message
+        # where the failed query's plan shows the write's options (Spark 4.0; 4.2's leaves them out),
+        # the password's key shows and its value does not
+        if "kafka.bootstrap.servers" in message:
+            assert "kafka.sasl.password" in message, message
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
     assert set(_offsets.committed(config, [(source, p) for p in range(PARTITIONS)]).values()) == {None}
     records, _ = testing.read_topic(bootstrap, output, marker=testing.write_markers(bootstrap, output))
