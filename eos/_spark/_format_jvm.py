@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from eos._core._spec import Functions
-from eos._core._stats import totals
 from eos._log import get_logger
 from eos._spark import _jvm_writer, _ledger
 from eos._spark._datasource import Settings, settings_of
@@ -87,26 +86,19 @@ class Batches:
         except BaseException:
             self._record(batch_id, query, "failed", (), "jvm" if self.sink._jvm else "python")
             raise
-        summary = self.sink.last
-        if summary is None or summary.batch_id != batch_id:  # nothing to write: no summary
-            self._record(batch_id, query, "committed", (), "jvm" if self.sink._jvm else "python")
-        else:
-            self._record(batch_id, query, "committed", summary.per_partition, summary.data_path)
+        summary = self.sink.last  # every batch the sink wrote has one
+        self._record(batch_id, query, "committed", summary.per_partition, summary.data_path)
 
     def _record(self, batch_id: int, query: str | None, outcome: str, partitions, data_path: str) -> None:
         """The batch in the ledger, as the Python data source's commit (or abort) writes it, with the
         path that wrote it (the foreachBatch sink's: a batch whose lineage it cannot read is written in
         Python); its tasks are not told apart (a failed attempt's figures are not known)."""
-        config = self.settings.config
         rows = [{"task": None, "attempt": None, **stats} for stats in partitions]
-        get_logger("eos.sink", app_id=config.app_id, batch_id=batch_id).debug(
-            f"batch {outcome}", partitions=len(rows), **totals(rows)
-        )
-        _ledger.record(
+        _ledger.record(  # the batch's log event is the sink's own ("batch written")
             self.settings.ledger,
             self.settings.retain,
             batch_id,
-            config,
+            self.settings.config,
             outcome,
             query,
             rows,
