@@ -90,9 +90,11 @@ def test_format_eos_figures_are_served_from_the_driver(spark, bootstrap, names, 
     spark.streams.addListener(hook)
     checkpoint = tmp_path / "ckpt"
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
-    writer = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=PER_PARTITION).writeStream.format(
-        "eos"
-    )
+    # six batches a second apart: the first scrape comes while input is still to come (with two, the
+    # second could be written before the listener had served the first's figures)
+    per_trigger = PER_PARTITION * PARTITIONS // 6
+    df = eos.read_stream(spark, config, [source], maxOffsetsPerTrigger=per_trigger)
+    writer = df.writeStream.format("eos")
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "topic": output,
