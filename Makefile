@@ -76,7 +76,7 @@ $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(P
 	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /ConnectPlugin.java)"; fi && \
 	  if [ "$${version%%.*}" -lt 4 ]; then \
 	    echo "   (PySpark $$version has no Python data sources: the jar is built without format(\"eos\")'s provider)"; \
-	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /DefaultSource.java)"; fi && \
+	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v -e /DefaultSource.java -e /ServerDriver.java)"; fi && \
 	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
 	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$$version/*" -d "$$out" \
 	    $$sources eos/_spark/jvm/stub/scala/Serializable.java && \

@@ -315,8 +315,10 @@ def register(
         except Exception as exc:
             if name != "eos" or "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
                 raise
-            # a Spark Connect server with eos's jar: its eos.DefaultSource hands streams to "eos-python"
+            # a Spark Connect server with eos's jar: its eos.DefaultSource routes streams, the Python
+            # data source as "eos-python"
             spark.dataSource.register(source_class(_format_jvm.PYTHON_NAME, fns))
+            _format_jvm.registered(spark, fns)
     if metrics_port is not None:
         from eos._spark._listener import listen
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from functools import partial
 
 import attrs
@@ -179,6 +180,9 @@ def main() -> None:
     parser.add_argument(
         "--poison", default="", help="with --stateful: raise:KEY,type:KEY,large:KEY,schema:KEY"
     )
+    parser.add_argument(
+        "--restarts", type=int, default=0, help="start a failed query again in this session, N times at most"
+    )
     args = parser.parse_args()
 
     config = eos.Config.from_env(
@@ -253,8 +257,15 @@ def main() -> None:
 
     if output_mode is not None:
         writer = writer.outputMode(output_mode)
-    query = writer.option("checkpointLocation", args.checkpoint).trigger(**trigger).start()
-    query.awaitTermination()
+    for restart in range(args.restarts + 1):
+        query = writer.option("checkpointLocation", args.checkpoint).trigger(**trigger).start()
+        try:
+            query.awaitTermination()
+            break
+        except Exception:
+            if restart == args.restarts:
+                raise
+            print(f"the query failed: starting it again ({restart + 1} of {args.restarts})", file=sys.stderr)
     spark.stop()
 
 

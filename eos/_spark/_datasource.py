@@ -226,8 +226,9 @@ class EosDataSource(DataSource):
         the tasks run: of a stream's micro-batches, or of batch job's one batch (`batch_id`)."""
         if settings.config.data_path == "jvm":  # eos.DefaultSource would have taken it, had it been able
             why = _jvm_writer.ineligible(settings.config, self.functions) or (
-                "it reached eos's Python data source (a Spark Connect session, a sink registered under"
-                " another name, or eos's JVM provider not on the driver's class path)"
+                "it reached eos's Python data source (a sink registered under another name, eos's JVM"
+                " provider not on the driver's class path, or on a Spark Connect server eos's Python"
+                " process could not start: the server's log says why)"
             )
             raise ConfigError("eos.data.path", f"'jvm' cannot write this query: {why}; set it to 'auto'")
         placement = None

@@ -29,31 +29,23 @@ PYTHON_NAME = "eos-python"
 
 
 class Router:
-    """The classic driver's answer to `eos.DefaultSource`: which route a stream takes, and its batches.
-    One per driver JVM (`DefaultSource.route`); the functions each session registered "eos" with."""
+    """eos's answer to `eos.DefaultSource`: which route a stream takes, and its batches. One per JVM:
+    the classic driver's (`route`), or a Spark Connect server's (`eos._format_server`)."""
 
     def __init__(self, sc: Any, sink: Callable[[Config], Any]) -> None:
         self.sc = sc
         self.sink = sink  # eos.sink.Sink (a layer above this one)
-        self._functions: dict[int, Functions] = {}
-        self._lock = threading.Lock()
 
-    def registered(self, jsession: Any, functions: Functions) -> None:
-        identity = self.sc._jvm.java.lang.System.identityHashCode(jsession)
-        with self._lock:
-            self._functions[identity] = functions
-
-    def route(self, session: int, options: Mapping[str, str]) -> str:
-        with self._lock:
-            functions = self._functions.get(session)
-        if functions is None:  # "eos" registered in another process's session: its own data source
+    def route(self, functions: str | None, options: Mapping[str, str]) -> str:
+        """`functions`: the session's FUNCTIONS conf (`registered`)."""
+        if functions is None:  # "eos" registered by no eos in this session: its own data source
             return "python"
         try:
             config = settings_of(dict(options)).config
         except Exception:  # noqa: BLE001 - the Python data source raises it, naming the option
             return "python"
         why = "data_path is 'python'" if config.data_path == "python" else None
-        why = why or _jvm_writer.ineligible(config, functions)
+        why = why or functions or _jvm_writer.ineligible(config, Functions())
         if why is not None:
             get_logger("eos.sink", app_id=config.app_id).info(
                 'format("eos") takes the Python data source', reason=why
@@ -114,25 +106,39 @@ _routers: dict[Any, Router] = {}  # by SparkContext: one router per driver JVM
 _routers_lock = threading.Lock()
 
 
+#: the session conf `eos.DefaultSource` reads (its FUNCTIONS)
+FUNCTIONS = "spark.eos.format.functions"
+
+
+def registered(spark: Any, functions: Functions) -> None:
+    """Tell `eos.DefaultSource` that `spark` registered "eos" with `functions` (a classic or a Spark
+    Connect session): "" where its streams may take the JVM data path, else why they do not."""
+    spark.conf.set(FUNCTIONS, _jvm_writer.functions_ineligible(functions) or "")
+
+
 def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bool:
     """Whether Spark resolves `format("eos")` to `eos.DefaultSource` in classic session `spark` (eos's
     jar on the class path Spark looks data sources up in; added there where it is not yet): if so, the
-    session's streams are routed by this process from now on, with `functions`, a JVM-route stream's
-    batches written by `sink(config)`."""
+    driver's streams are routed by this process from now on, a JVM-route stream's batches written by
+    `sink(config)`."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is None or not _loadable(spark):
         return False
+    with _routers_lock:
+        if spark.sparkContext not in _routers:
+            serve(spark.sparkContext, sink, jvm.eos.DefaultSource.route)
+    registered(spark, functions)
+    return True
+
+
+def serve(sc: Any, sink: Callable[[Config], Any], register: Callable[[Router], None]) -> Router:
+    """This process's Router for the JVM of `sc`, handed to `register` (a Py4J callback)."""
     from pyspark.java_gateway import ensure_callback_server_started
 
-    sc = spark.sparkContext
-    with _routers_lock:
-        router = _routers.get(sc)
-        if router is None:
-            ensure_callback_server_started(sc._gateway)
-            router = _routers[sc] = Router(sc, sink)
-            jvm.eos.DefaultSource.route(router)
-    router.registered(spark._jsparkSession, functions)
-    return True
+    ensure_callback_server_started(sc._gateway)
+    router = _routers[sc] = Router(sc, sink)
+    register(router)
+    return router
 
 
 def _loadable(spark: Any) -> bool:

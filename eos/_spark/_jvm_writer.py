@@ -46,11 +46,9 @@ def ineligible(config: Config, functions: Functions) -> str | None:
         return "input_mode is 'any'"
     if config.on_error != "fail" and not config.exactly_once:
         return "on_error is 'dead_letter' with at_least_once (the JVM writer dead-letters in transactions)"
-    for name in ("process", "process_batch", "on_commit"):
-        if getattr(functions, name, None) is not None:
-            return f"the query has a {name} function"
-    if functions.stores:
-        return "the query has state stores"
+    why = functions_ineligible(functions)
+    if why is not None:
+        return why
     for name in ("key_serializer", "value_serializer", "key_deserializer", "value_deserializer"):
         if getattr(config, name, None) is not None:
             return f"{name} is set"
@@ -58,6 +56,16 @@ def ineligible(config: Config, functions: Functions) -> str | None:
         _java.java_producer(config.producer)
     except ConfigError as exc:
         return f"{exc.field} {exc.reason}"
+    return None
+
+
+def functions_ineligible(functions: Functions) -> str | None:
+    """Why a query with these functions cannot take the JVM data path (None: it can)."""
+    for name in ("process", "process_batch", "on_commit"):
+        if getattr(functions, name, None) is not None:
+            return f"the query has a {name} function"
+    if functions.stores:
+        return "the query has state stores"
     return None
 
 

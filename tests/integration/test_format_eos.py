@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ from eos._core._arrow import Layout
 from eos._core._spec import TaskSpec
 from eos._core._task import PartitionTask
 from eos._kafka import _offsets
+from tests.support.processes import descendants
 from tests.support.summaries import read_ledger
 
 pytestmark = pytest.mark.skipif(
@@ -107,19 +109,30 @@ def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "first,then", [("jvm", "python"), pytest.param("python", "jvm", marks=pytest.mark.long)]
+    "api,first,then",
+    [
+        ("classic", "jvm", "python"),
+        pytest.param("classic", "python", "jvm", marks=pytest.mark.long),
+        # Connect: make chaos (40 s); make test kills the server's eos process under Connect instead
+        pytest.param("connect", "jvm", "python", marks=pytest.mark.long),
+        pytest.param("connect", "python", "jvm", marks=pytest.mark.long),
+    ],
 )
 def test_a_driver_killed_on_one_data_path_restarts_on_the_other_exactly_once(
-    bootstrap, names, tmp_path, first, then
+    bootstrap, names, tmp_path, api, first, then
 ):
-    """A pass-through format("eos") query on a classic driver: eos.DefaultSource routes it to the JVM data
-    path (`eos.data.path` "auto" or "jvm"), or to the Python data source ("python"). The driver's process
-    group is SIGKILLed mid-batch on one, after its first batch was written there, and the query restarts
-    from the same checkpoint on the other: the re-run batch skips what the killed one committed."""
+    """A pass-through format("eos") query: eos.DefaultSource routes it to the JVM data path
+    (`eos.data.path` "auto" or "jvm"), or to the Python data source ("python"); under Spark Connect the
+    JVM route's batches go through the server's own eos process (eos._format_server). The driver's process
+    group (under Connect: the client's, which runs the server) is SIGKILLed mid-batch on one, after its
+    first batch was written there, and the query restarts from the same checkpoint on the other: the
+    re-run batch skips what the killed one committed."""
     source, output, sent = seed(bootstrap, names, 3_000)
     app_id, checkpoint = names("app"), tmp_path / "ckpt"
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
     flags = {"format_eos": True, "max_offsets": 2_000, "commit_every": 100}
+    if api == "connect":
+        flags["remote"] = "local"
     rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
 
     def run(path):
@@ -137,11 +150,57 @@ def test_a_driver_killed_on_one_data_path_restarts_on_the_other_exactly_once(
     paths = {batch: a["data_path"] for batch, a in attempts}
     rerun = [a for batch, a in attempts if batch == 1]
     skipped = sum(p["skipped"] for a in rerun for p in a["partitions"])
-    print(f"format(eos) {first} -> {then}: {paths}, batch 1 skipped {skipped}: {result}")
+    print(f"format(eos)/{api} {first} -> {then}: {paths}, batch 1 skipped {skipped}: {result}")
     assert result.exactly_once and result.missing == 0, result
     assert paths[0] == first and set(paths) - {0} and {paths[b] for b in paths if b > 0} == {then}
     assert [a["data_path"] for a in rerun] == [then], "the killed run recorded batch 1"
     assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
+
+
+@pytest.mark.slow
+def test_the_connect_servers_eos_process_killed_mid_batch_is_started_again_and_stays_exactly_once(
+    bootstrap, names, tmp_path
+):
+    """format("eos") under Spark Connect on the JVM data path: the server's eos process (which runs each
+    batch's driver side) is SIGKILLed mid-batch, after the first batch and some transactions of the
+    second committed. The batch fails; the client starts the query again in the same session, on the same
+    server, which starts a new eos process: the re-run batch skips what the killed one committed."""
+    source, output, sent = seed(bootstrap, names, 3_000)
+    app_id, checkpoint = names("app"), tmp_path / "ckpt"
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    flags = {"format_eos": True, "max_offsets": 2_000, "commit_every": 100, "remote": "local", "restarts": 1}
+    env = {"EOS_PROCESSING_GUARANTEE": "exactly_once", "EOS_DATA_PATH": "jvm"}
+    summaries = tmp_path / "s.jsonl"
+    proc = start_pipeline(bootstrap, app_id, source, output, checkpoint, summaries, env=env, **flags)
+    rng = random.Random(os.environ.get("EOS_TEST_SEED", "7"))
+
+    def servers():
+        return [p for p in descendants(proc.proc.pid) if "eos._format_server" in p.cmdline]
+
+    def committed() -> int:
+        found = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)], stable=False)
+        return sum(offset or 0 for offset in found.values())
+
+    wanted = 2_000 + 100 * rng.randint(1, 12)
+    deadline = time.monotonic() + 180
+    while committed() < wanted:
+        assert proc.running(), proc.log_tail()
+        assert time.monotonic() < deadline, f"{wanted} records were not committed within 180 s"
+        time.sleep(0.01)
+    [killed] = servers()
+    os.kill(killed.pid, signal.SIGKILL)
+    finish(proc)  # its tasks may go on committing: the re-run batch's skips say the kill came mid-batch
+
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    attempts = [(b["batch_id"], a) for b in read_ledger(checkpoint) for a in b["attempts"]]
+    rerun = [a for batch, a in attempts if batch == 1]
+    skipped = sum(p["skipped"] for a in rerun for p in a["partitions"])
+    log = proc.log_tail(200_000)
+    print(f"format(eos)/connect, server's eos process killed: batch 1 skipped {skipped}: {result}")
+    assert result.exactly_once and result.missing == 0, result
+    assert "the query failed: starting it again" in log, "the kill did not fail the batch"
+    assert {a["data_path"] for _, a in attempts} == {"jvm"}, attempts
+    assert [a["outcome"] for a in rerun][-1] == "committed" and skipped > 0, rerun
 
 
 def _query(spark, bootstrap, source, options, checkpoint, transform=None, **source_options):

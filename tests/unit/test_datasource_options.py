@@ -138,18 +138,43 @@ def test_ledger_appends_attempts_and_keeps_the_last_batches(tmp_path, capsys):
 
 
 def test_format_eos_takes_the_jvm_route_only_for_a_query_the_jvm_writer_writes():
-    """eos.DefaultSource asks `Router.route` per stream: "jvm" for a pass-through query of a session
-    that registered "eos" in this process, "python" (the Python data source) for anything else."""
+    """eos.DefaultSource asks `Router.route` per stream, with the session's FUNCTIONS conf
+    (`_format_jvm.registered`): "jvm" for a pass-through query of a session that registered "eos" without
+    functions, "python" (the Python data source) for anything else."""
     from eos._core._spec import Functions
+    from eos._spark import _format_jvm
     from eos._spark._format_jvm import Router
 
+    class Conf(dict):
+        def set(self, key, value):
+            self[key] = value
+
+    class Session:
+        def __init__(self):
+            self.conf = Conf()
+
+    plain, counting = Session(), Session()
+    _format_jvm.registered(plain, Functions())
+    _format_jvm.registered(counting, Functions(process=lambda row, state: None))
+    none, process = plain.conf[_format_jvm.FUNCTIONS], counting.conf[_format_jvm.FUNCTIONS]
+    assert (none, process) == ("", "the query has a process function")
     router = Router(sc=None, sink=None)
-    router._functions[1] = Functions()
-    router._functions[2] = Functions(process=lambda row, state: None)
-    assert router.route(1, GOOD) == "jvm"
-    assert router.route(1, {**GOOD, "eos.data.path": "python"}) == "python"
-    assert router.route(1, {**GOOD, "eos.value.serializer": "avro"}) == "python"
-    assert router.route(1, {**GOOD, "eos.producer.batch.num.messages": "10"}) == "python"
-    assert router.route(2, GOOD) == "python"  # its functions run in Python
-    assert router.route(3, GOOD) == "python"  # a session this process never registered "eos" in
-    assert router.route(1, {**GOOD, "eos.comit.every": "5"}) == "python"  # the data source names it
+    assert router.route(none, GOOD) == "jvm"
+    assert router.route(none, {**GOOD, "eos.data.path": "python"}) == "python"
+    assert router.route(none, {**GOOD, "eos.value.serializer": "avro"}) == "python"
+    assert router.route(none, {**GOOD, "eos.producer.batch.num.messages": "10"}) == "python"
+    assert router.route(process, GOOD) == "python"  # its functions run in Python
+    assert router.route(None, GOOD) == "python"  # a session no eos registered "eos" in
+    assert router.route(none, {**GOOD, "eos.comit.every": "5"}) == "python"  # the data source names it
+
+
+def test_the_session_conf_the_provider_reads_is_the_one_eos_register_sets():
+    """`eos.DefaultSource` reads FUNCTIONS from the session; `_format_jvm.registered` writes it."""
+    import re
+    from pathlib import Path
+
+    from eos._spark import _format_jvm
+
+    source = Path(_format_jvm.__file__).parent / "jvm" / "DefaultSource.java"
+    [name] = re.findall(r'String FUNCTIONS = "([^"]+)";', source.read_text())
+    assert name == _format_jvm.FUNCTIONS

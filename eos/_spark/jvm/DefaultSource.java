@@ -2,9 +2,10 @@
  * format("eos") as Spark resolves it (Spark 4.0+): Spark looks up the class "<name>.DefaultSource" before
  * the Python data sources a session registered, so with eos's jar on Spark's class path this class is
  * "eos". It hands everything to eos's Python data source, registered as "eos-python" by eos.register,
- * except a stream that the classic driver's eos (eos/_spark/_format_jvm.py, the Router) says takes the JVM
- * data path: that stream gets a sink whose batches go to the foreachBatch sink in the driver's Python
- * process, so its rows are written by the executors' Kafka clients (JvmWriter) and never enter Python.
+ * except a stream that eos's Python side (eos/_spark/_format_jvm.py, the Router: the classic driver's own
+ * Python process, or on a Spark Connect server the one ServerDriver starts) says takes the JVM data path:
+ * that stream gets a sink whose batches go to the foreachBatch sink in that Python process, so its rows
+ * are written by the executors' Kafka clients (JvmWriter) and never enter Python.
  */
 package eos;
 
@@ -32,6 +33,7 @@ import org.apache.spark.sql.sources.StreamSinkProvider;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.slf4j.LoggerFactory;
 import scala.runtime.AbstractFunction2;
 import scala.runtime.BoxedUnit;
 
@@ -39,17 +41,22 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
   /** The name eos.register gives eos's Python data source where this class is "eos". */
   public static final String PYTHON = "eos-python";
 
-  /** The classic driver's eos (a Py4J callback into its Python process). */
+  /** The session conf eos.register sets: "" where "eos" was registered without functions, else why its
+   * streams stay on the Python data source. */
+  public static final String FUNCTIONS = "spark.eos.format.functions";
+
+  /** eos's Python side: the classic driver's Python process (a Py4J callback into it), or on a Spark
+   * Connect server the Python process ServerDriver starts. */
   public interface Router {
-    /** "jvm" where the stream with these options, in the session with this identity, takes the JVM
-     * data path; anything else: the Python data source writes it. */
-    String route(int session, Map<String, String> options);
+    /** "jvm" where the stream with these options, in a session whose FUNCTIONS conf is `functions`,
+     * takes the JVM data path; anything else: the Python data source writes it. */
+    String route(String functions, Map<String, String> options);
 
     /** The batches of a stream routed "jvm": the foreachBatch sink of these options. */
     Batches batches(Map<String, String> options);
   }
 
-  /** A stream's foreachBatch sink, in the driver's Python process. */
+  /** A stream's foreachBatch sink, in the Router's Python process. */
   public interface Batches {
     void call(Dataset<Row> batch, long batchId, String queryId);
   }
@@ -94,8 +101,19 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
     Table table = python().getTable(schema, partitioning, properties);
+    SparkSession session = SparkSession.active();
+    String functions = session.conf().get(FUNCTIONS, null);
     Router r = router;
-    if (r != null && "jvm".equals(r.route(identity(), properties))) {
+    if (r == null && functions != null) { // a Spark Connect server: its client registered eos
+      try {
+        r = ServerDriver.router(session);
+      } catch (RuntimeException e) { // the stream stays on the Python data source, which refuses
+        LoggerFactory.getLogger(DefaultSource.class) // eos.data.path=jvm
+            .warn("format(\"eos\") takes the Python data source: " + e.getMessage(), e);
+        return table;
+      }
+    }
+    if (r != null && "jvm".equals(r.route(functions, properties))) {
       return new NoStreams((SupportsWrite) table);
     }
     return table;
@@ -112,7 +130,13 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
           "Data source eos does not support Update mode: format(\"eos\") writes append-mode queries;"
               + " for an aggregation in update mode use foreachBatch(eos.sink(config))");
     }
-    Batches batches = router.batches(scala.jdk.javaapi.CollectionConverters.asJava(parameters));
+    Router r = router != null ? router : ServerDriver.current();
+    if (r == null) {
+      throw new IllegalStateException(
+          "format(\"eos\"): eos's Python process on this Spark Connect server exited while the query"
+              + " started; start the query again");
+    }
+    Batches batches = r.batches(scala.jdk.javaapi.CollectionConverters.asJava(parameters));
     return new Sink() {
       @Override
       public void addBatch(long batchId, Dataset<Row> data) {
@@ -135,10 +159,6 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
         return "eos";
       }
     };
-  }
-
-  private static int identity() {
-    return System.identityHashCode(SparkSession.active());
   }
 
   /** The Python data source's table without its streaming write: Spark then asks createSink. */
