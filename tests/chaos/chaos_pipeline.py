@@ -14,7 +14,9 @@ Like examples/pipeline.py, with what a fault schedule needs on a standalone clus
   batch id is appended to `<events-dir>/rerun-kills`.
 - `--aggregate`: `groupBy(key).count()` in update mode (examples/pipeline.py's), in input_mode "any";
 - `--format-eos`: write with `df.writeStream.format(...)` instead of `foreachBatch`; the data source's
-  driver-side commit (S3) is where the summary line is written and where the F5 kill comes.
+  driver-side commit (S3) is where the summary line is written and where the F5 kill comes. Stateless
+  with EOS_DATA_PATH=jvm, it is `format("eos")` itself, which eos's JVM provider routes to the JVM data
+  path: the summary line and the F5 kill come after each batch the route wrote (`jvm_route_batches`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,21 @@ def chaos_source(functions: Functions, summaries: str, events_dir: str, trigger:
     return ChaosSource
 
 
+def jvm_route_batches(summaries: str, events_dir: str, trigger: str | None) -> None:
+    """`format("eos")` on the JVM data path: each batch its route (eos._spark._format_jvm.Batches) wrote
+    appends the sink's summary to `summaries`, then F5 may kill the driver, as in the other pipelines."""
+    from eos._spark import _format_jvm
+
+    call = _format_jvm.Batches.call
+
+    def call_then_maybe_die(self, jdf, batch_id, query):
+        call(self, jdf, batch_id, query)
+        pipeline.append_summary(summaries, self.sink.last)
+        rerun_kill(events_dir, trigger, batch_id)
+
+    _format_jvm.Batches.call = call_then_maybe_die
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("--bootstrap", "--app-id", "--input", "--output", "--checkpoint", "--summaries"):
@@ -114,7 +131,21 @@ def main() -> None:
         df, output_mode = pipeline.aggregate(df, "count")
         config = attrs.evolve(config, input_mode="any")
     stores = {"counts": "json"}
-    if args.format_eos:
+    if args.format_eos and config.data_path == "jvm" and not args.stateful:
+        jvm_route_batches(args.summaries, args.events_dir, args.rerun_trigger)
+        writer = df.writeStream.format("eos")
+        options = {
+            "kafka.bootstrap.servers": config.bootstrap_servers,
+            "topic": config.output_topic,
+            "eos.app.id": config.app_id,
+            "eos.processing.guarantee": config.processing_guarantee,
+            "eos.transaction.timeout.ms": config.transaction_timeout_ms,
+            "eos.commit.interval.ms": config.commit_interval_ms,
+            "eos.data.path": config.data_path,
+        }
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+    elif args.format_eos:
         functions = (
             Functions(process=pipeline.count_per_key, stores={"counts": eos.StoreSpec()})
             if args.stateful

@@ -114,6 +114,9 @@ def failures(runs: list[dict], min_kills: int, min_restarts: int) -> list[str]:
                 f"{label}: eos stopped {run['commits_lost']} time(s) on a committed transaction the broker"
                 " aborted on some partition (CommitLostError in the driver logs)"
             )
+        if run["pipeline"] in ("jvm", "format-jvm") and run.get("data_paths") != ["jvm"]:
+            paths = run.get("data_paths")
+            problems.append(f"{label}: batches written on the data paths {paths}, not the JVM's")
         if run["crash_points_not_fired"]:
             problems.append(f"{label}: crash points armed but never reached: {run['crash_points_not_fired']}")
         if not run["finished"]:

@@ -1,7 +1,7 @@
 """`make chaos`: the fault list F1–F10 done for real to eos pipelines on a Spark standalone cluster.
 
     python -m tests.chaos.harness [--records 100000] [--incarnations 8] [--seed 1] [--brokers 1]
-                                [--pipelines stateless,stateful,snapshots,format,aggregate,jvm]
+                                [--pipelines stateless,stateful,snapshots,format,aggregate,jvm,format-jvm]
                                 [--guarantees exactly_once,at_least_once]
                                 [--report reports/chaos.json] [--min-kills 20] [--min-broker-restarts 3]
 
@@ -24,7 +24,9 @@ Per run (a guarantee x a pipeline, same input, same fault schedule — see fault
        pipeline is `stateful` with every store snapshotted after every batch: a lost state directory is
        rebuilt from the snapshots, and F6 fires between a snapshot's download and its install. The `jvm`
        pipeline is `stateless` on the JVM data path (exactly_once only): its crash points stop the
-       executor JVM that writes, and its Python worker kills become kills of that JVM.
+       executor JVM that writes, and its Python worker kills become kills of that JVM. The `format-jvm`
+       pipeline is the same through `format("eos")`, which eos's JVM provider routes to the JVM data
+       path; both fail the run where a batch was written on another path.
 Writes reports/chaos.json, prints a table, and exits non-zero when an exactly_once run is not exactly
 once or fewer faults than asked for were injected.
 """
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--externals", type=int, default=2, help="external faults per incarnation")
     parser.add_argument("--max-offsets", type=int, default=1_500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--pipelines", default="stateless,stateful,snapshots,format,aggregate,jvm")
+    parser.add_argument("--pipelines", default="stateless,stateful,snapshots,format,aggregate,jvm,format-jvm")
     parser.add_argument("--guarantees", default="exactly_once,at_least_once")
     parser.add_argument("--min-kills", type=int, default=20)
     parser.add_argument("--min-broker-restarts", type=int, default=3)

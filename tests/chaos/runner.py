@@ -30,6 +30,8 @@ from tests.support.summaries import read_summaries
 #: the repository: the driver runs `python -m tests.chaos.chaos_pipeline` from here
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = "tests.chaos.chaos_pipeline"
+#: the pipelines on the JVM data path
+JVM_PIPELINES = ("jvm", "format-jvm")
 TRANSACTION_TIMEOUT_MS = 10_000
 PAUSES = {"zombie_pause", "executor_pause"}
 HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
@@ -247,7 +249,8 @@ class Chaos:
         """`pipeline`: "stateless" (pass-through), "stateful" (a running count per key) through
         `foreachBatch(eos.sink(...))`, or "format": the stateful one through `format("eos")`; "jvm": the
         stateless one on the JVM data path (its rows never reach a Python worker: the schedule's Python
-        worker kills SIGKILL the executor JVM that writes instead)."""
+        worker kills SIGKILL the executor JVM that writes instead); "format-jvm": the stateless one through
+        `format("eos")`, which eos's JVM provider routes to the JVM data path."""
         started = time.monotonic()
         stateful = pipeline in ("stateful", "format", "snapshots")
         aggregate = pipeline == "aggregate"
@@ -289,7 +292,7 @@ class Chaos:
                 "EOS_PAUSE_AT": "after_produce" if PAUSES & set(inc.external) else "",
                 "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYTHONFAULTHANDLER": "1",
-                "EOS_DATA_PATH": "jvm" if pipeline == "jvm" else "python",
+                "EOS_DATA_PATH": "jvm" if pipeline in JVM_PIPELINES else "python",
             }
             if pipeline == "snapshots":  # the stateful pipeline, every store snapshotted after every batch
                 env["EOS_STATE_SNAPSHOT_LOCATION"] = str(run_dir / "snapshots")
@@ -302,7 +305,7 @@ class Chaos:
                 *("--summaries", str(summaries), "--events-dir", str(events)),
                 *("--max-offsets", str(self.args.max_offsets), "--rerun-trigger", str(trigger)),
                 *(["--stateful"] if stateful else []),
-                *(["--format-eos"] if pipeline == "format" else []),
+                *(["--format-eos"] if pipeline in ("format", "format-jvm") else []),
                 *(["--aggregate"] if aggregate else []),
             ]
             if stateful and "during_restore" in inc.crash_points:
@@ -330,7 +333,7 @@ class Chaos:
                     time.sleep(delay)
                 if not proc.running():
                     break
-                if pipeline == "jvm" and fault == "python_worker_kill":
+                if pipeline in JVM_PIPELINES and fault == "python_worker_kill":
                     fault = "executor_kill"  # the JVM that writes
                 if self.inject(fault, once):
                     faults[fault] += 1
@@ -420,6 +423,7 @@ class Chaos:
                 "reconnects": live.reconnects,
             },
             "spark_tasks": task_attempts(events),
+            "data_paths": sorted({s.get("data_path") or "?" for s in history}),
             "batches_rerun": sum(1 for n in batch_ids.values() if n > 1),
             "rows_skipped_on_rerun": sum(s["skipped"] for s in history),
             "transactions_aborted_by_eos": sum(s["aborted"] for s in history),
