@@ -385,9 +385,14 @@ class Bench:
         "python": what a Spark Connect session's format("eos") runs)."""
         return self._format_row("eos_exactly_once_format_python", out, "python")
 
-    def _format_row(self, row: str, out: str, data_path: str) -> dict:
+    def row_eos_exactly_once_format_connect(self, out: str) -> dict:
+        """Row 3f under Spark Connect: eos's provider in the server, each batch's driver checks in the
+        server's eos process (what 3f compares with)."""
+        return self._format_row("eos_exactly_once_format_connect", out, "auto", connect=True)
+
+    def _format_row(self, row: str, out: str, data_path: str, connect: bool = False) -> dict:
         config = self.config(row, "exactly_once", output_topic=out)
-        writer = self._source(config).writeStream.format("eos")
+        writer = self._source(config, connect=connect).writeStream.format("eos")
         options = {
             "kafka.bootstrap.servers": self.bootstrap,
             "topic": out,
@@ -520,6 +525,7 @@ class Bench:
             "eos_exactly_once_connect",
             "eos_exactly_once_stateful_batch",
             "eos_exactly_once_format",
+            "eos_exactly_once_format_connect",
         ):
             once(row)
         self.commit_seconds.clear()

@@ -30,6 +30,7 @@ ROWS: tuple[tuple[str, str], ...] = (
         "3f eos exactly_once, writeStream.format('eos') (classic: the JVM data path)",
     ),
     ("eos_exactly_once_format_python", "3fp row 3f as a Python data source (eos.data.path=python)"),
+    ("eos_exactly_once_format_connect", "3fc row 3f under Spark Connect (eos's process in the server)"),
     ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
     ("eos_at_least_once_jvm", "2j eos at_least_once, the JVM data path"),
     ("eos_exactly_once_jvm_connect", "3jc row 3j under Spark Connect (eos's plugin in the server)"),
@@ -309,6 +310,14 @@ def targets(result: Mapping[str, Any]) -> dict[str, Any]:
             1.0,
         ),
         "eos_connect_vs_classic >= 0.95": (tp_ratio("eos_exactly_once_connect", "eos_exactly_once"), 0.95),
+        "eos_format_connect_vs_classic >= 0.95": (
+            tp_ratio("eos_exactly_once_format_connect", "eos_exactly_once_format"),
+            0.95,
+        ),
+        "eos_format_connect_vs_classic >= 0.9 (floor)": (
+            tp_ratio("eos_exactly_once_format_connect", "eos_exactly_once_format"),
+            0.9,
+        ),
         "eos_jvm_connect_vs_classic >= 0.95": (
             tp_ratio("eos_exactly_once_jvm_connect", "eos_exactly_once_jvm"),
             0.95,
