@@ -24,17 +24,25 @@ def main() -> None:
     from eos._spark import _format_jvm
     from eos.sink import Sink
 
+    class Attached(SparkContext):
+        """PySpark's context over the server's own, which nothing here may stop (PySpark stops a
+        context whose start failed, and the JVM context with it)."""
+
+        def stop(self) -> None:
+            server = getattr(self, "_accumulatorServer", None)
+            if server is not None:
+                server.shutdown()
+
     gateway = launch_gateway()  # the server's, from PYSPARK_GATEWAY_PORT and PYSPARK_GATEWAY_SECRET
     jvm = gateway.jvm
-    jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(
-        jvm.org.apache.spark.SparkContext.getOrCreate()
-    )
-    sc = SparkContext(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=jsc.getConf()))
+    jsc = jvm.org.apache.spark.api.java.JavaSparkContext.fromSparkContext(jvm.eos.ServerDriver.context())
+    sc = Attached(gateway=gateway, jsc=jsc, conf=SparkConf(_jconf=jsc.getConf()))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     # the server's default session, wrapped first: PySpark makes the first session it wraps the JVM's
     # default, which a batch's (a client's) must not become
     SparkSession(sc)
-    _format_jvm.serve(sc, Sink, jvm.eos.ServerDriver.registered)
+    token = os.environ.get("EOS_SERVER_DRIVER_TOKEN")
+    _format_jvm.serve(sc, Sink, lambda router: jvm.eos.ServerDriver.registered(token, router))
     sys.stdin.buffer.read()  # until the server's JVM exits
     os._exit(0)  # Py4J's threads, the server gone, would keep a normal exit waiting
 

@@ -113,7 +113,12 @@ FUNCTIONS = "spark.eos.format.functions"
 def registered(spark: Any, functions: Functions) -> None:
     """Tell `eos.DefaultSource` that `spark` registered "eos" with `functions` (a classic or a Spark
     Connect session): "" where its streams may take the JVM data path, else why they do not."""
-    spark.conf.set(FUNCTIONS, _jvm_writer.functions_ineligible(functions) or "")
+    try:
+        spark.conf.set(FUNCTIONS, _jvm_writer.functions_ineligible(functions) or "")
+    except Exception as exc:  # noqa: BLE001 - a platform that refuses session settings: streams stay Python
+        get_logger("eos.session").warning(
+            'format("eos") stays on the Python data source', reason=f"{FUNCTIONS} cannot be set: {exc}"
+        )
 
 
 def route(spark: Any, functions: Functions, sink: Callable[[Config], Any]) -> bool:

@@ -104,17 +104,19 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
     SparkSession session = SparkSession.active();
     String functions = session.conf().get(FUNCTIONS, null);
     Router r = router;
-    if (r == null && functions != null) { // a Spark Connect server: its client registered eos
-      try {
-        r = ServerDriver.router(session);
-      } catch (RuntimeException e) { // the stream stays on the Python data source, which refuses
-        LoggerFactory.getLogger(DefaultSource.class) // eos.data.path=jvm
-            .warn("format(\"eos\") takes the Python data source: " + e.getMessage(), e);
-        return table;
-      }
+    if (r != null) { // a classic driver's
+      return "jvm".equals(r.route(functions, properties)) ? new NoStreams((SupportsWrite) table) : table;
     }
-    if (r != null && "jvm".equals(r.route(functions, properties))) {
-      return new NoStreams((SupportsWrite) table);
+    if (functions == null) { // no eos registered "eos" in this session
+      return table;
+    }
+    try { // a Spark Connect server: its client registered eos
+      if ("jvm".equals(ServerDriver.router(session).route(functions, properties))) {
+        return new NoStreams((SupportsWrite) table);
+      }
+    } catch (RuntimeException e) { // the stream stays on the Python data source (which refuses
+      LoggerFactory.getLogger(DefaultSource.class) // eos.data.path=jvm, naming why)
+          .warn("format(\"eos\") takes the Python data source: " + e.getMessage(), e);
     }
     return table;
   }
@@ -130,23 +132,27 @@ public final class DefaultSource implements TableProvider, StreamSinkProvider {
           "Data source eos does not support Update mode: format(\"eos\") writes append-mode queries;"
               + " for an aggregation in update mode use foreachBatch(eos.sink(config))");
     }
-    Router r = router != null ? router : ServerDriver.current();
-    if (r == null) {
-      throw new IllegalStateException(
-          "format(\"eos\"): eos's Python process on this Spark Connect server exited while the query"
-              + " started; start the query again");
-    }
-    Batches batches = r.batches(scala.jdk.javaapi.CollectionConverters.asJava(parameters));
+    Map<String, String> options = scala.jdk.javaapi.CollectionConverters.asJava(parameters);
     return new Sink() {
+      private Router from;
+      private Batches batches;
+
       @Override
       public void addBatch(long batchId, Dataset<Row> data) {
+        // on a Connect server, the running eos process's: one that died is replaced for the next batch
+        Router r = router != null ? router : ServerDriver.router(data.sparkSession());
+        if (r != from) {
+          batches = r.batches(options);
+          from = r;
+        }
+        Batches current = batches;
         // StreamExecution.QUERY_ID_KEY (a class Spark 4.1 moved to another package)
         String query = data.sparkSession().sparkContext().getLocalProperty("sql.streaming.queryId");
         AbstractFunction2<Dataset<Row>, Object, BoxedUnit> call =
             new AbstractFunction2<Dataset<Row>, Object, BoxedUnit>() {
               @Override
               public BoxedUnit apply(Dataset<Row> batch, Object id) {
-                batches.call(batch, (Long) id, query);
+                current.call(batch, (Long) id, query);
                 return BoxedUnit.UNIT;
               }
             };
