@@ -131,9 +131,7 @@ def main() -> None:
         df, output_mode = pipeline.aggregate(df, "count")
         config = attrs.evolve(config, input_mode="any")
     stores = {"counts": "json"}
-    if args.format_eos and config.data_path == "jvm" and not args.stateful:
-        jvm_route_batches(args.summaries, args.events_dir, args.rerun_trigger)
-        writer = df.writeStream.format("eos")
+    if args.format_eos:
         options = {
             "kafka.bootstrap.servers": config.bootstrap_servers,
             "topic": config.output_topic,
@@ -141,29 +139,22 @@ def main() -> None:
             "eos.processing.guarantee": config.processing_guarantee,
             "eos.transaction.timeout.ms": config.transaction_timeout_ms,
             "eos.commit.interval.ms": config.commit_interval_ms,
-            "eos.data.path": config.data_path,
         }
-        for key, value in options.items():
-            writer = writer.option(key, str(value))
-    elif args.format_eos:
-        functions = (
-            Functions(process=pipeline.count_per_key, stores={"counts": eos.StoreSpec()})
-            if args.stateful
-            else Functions()
-        )
-        spark.dataSource.register(
-            chaos_source(functions, args.summaries, args.events_dir, args.rerun_trigger)
-        )
-        writer = df.writeStream.format("eos-chaos")
-        options = {
-            "kafka.bootstrap.servers": config.bootstrap_servers,
-            "topic": config.output_topic,
-            "eos.app.id": config.app_id,
-            "eos.processing.guarantee": config.processing_guarantee,
-            "eos.transaction.timeout.ms": config.transaction_timeout_ms,
-            "eos.commit.interval.ms": config.commit_interval_ms,
-            "eos.state.dir": config.state_dir,
-        }
+        if config.data_path == "jvm" and not args.stateful:  # format("eos") itself, on the JVM route
+            jvm_route_batches(args.summaries, args.events_dir, args.rerun_trigger)
+            writer = df.writeStream.format("eos")
+            options["eos.data.path"] = config.data_path
+        else:
+            functions = (
+                Functions(process=pipeline.count_per_key, stores={"counts": eos.StoreSpec()})
+                if args.stateful
+                else Functions()
+            )
+            spark.dataSource.register(
+                chaos_source(functions, args.summaries, args.events_dir, args.rerun_trigger)
+            )
+            writer = df.writeStream.format("eos-chaos")
+            options["eos.state.dir"] = config.state_dir
         for key, value in options.items():
             writer = writer.option(key, str(value))
     else:
