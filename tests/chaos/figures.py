@@ -11,6 +11,9 @@ from pathlib import Path
 from eos import testing
 from tests.support import aggregates
 
+#: the pipelines on the JVM data path (a run of one fails where a batch was written on another path)
+JVM_PIPELINES = ("jvm", "format-jvm")
+
 
 def as_comparison(check: aggregates.AggregateCheck, keys: int, hanging=()) -> testing.Comparison:
     """An aggregation run's check in the figures of a pass-through run: keys without a count are
@@ -114,7 +117,7 @@ def failures(runs: list[dict], min_kills: int, min_restarts: int) -> list[str]:
                 f"{label}: eos stopped {run['commits_lost']} time(s) on a committed transaction the broker"
                 " aborted on some partition (CommitLostError in the driver logs)"
             )
-        if run["pipeline"] in ("jvm", "format-jvm") and run.get("data_paths") != ["jvm"]:
+        if run["pipeline"] in JVM_PIPELINES and run.get("data_paths") != ["jvm"]:
             paths = run.get("data_paths")
             problems.append(f"{label}: batches written on the data paths {paths}, not the JVM's")
         if run["crash_points_not_fired"]:

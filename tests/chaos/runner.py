@@ -20,7 +20,7 @@ from eos.session import free_port
 from eos.testing import HistoryChecker
 from tests.chaos.cluster import StandaloneCluster, cpu_seconds, signal_all
 from tests.chaos.faults import BROKER_FAULTS, Incarnation
-from tests.chaos.figures import as_comparison, grep_count, task_attempts
+from tests.chaos.figures import JVM_PIPELINES, as_comparison, grep_count, task_attempts
 from tests.chaos.live import LiveChecker
 from tests.support import aggregates, counting
 from tests.support.localbroker import LocalBroker, LocalCluster, finalized, set_feature
@@ -30,8 +30,6 @@ from tests.support.summaries import read_summaries
 #: the repository: the driver runs `python -m tests.chaos.chaos_pipeline` from here
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = "tests.chaos.chaos_pipeline"
-#: the pipelines on the JVM data path
-JVM_PIPELINES = ("jvm", "format-jvm")
 TRANSACTION_TIMEOUT_MS = 10_000
 PAUSES = {"zombie_pause", "executor_pause"}
 HARD_KILLS = ("python_worker_kill", "executor_kill", "driver_kill", "rerun_batch_kill")
