@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -307,16 +308,22 @@ def line_count(path) -> int:
         return sum(1 for _ in f)
 
 
-def kill_after(proc: DriverProcess, progress, more: int, what: str, timeout: float = 180) -> None:
-    """SIGKILL the pipeline's process group (driver, JVM, Python workers) as soon as `progress()` (a count
-    of `what`) grew by `more` after now, so mid-batch. Fails the test when it never does: the driver ended
-    first, or `timeout` passed. (A kill at a deadline would prove only that the process was alive.)"""
+def wait_for(proc: DriverProcess, progress, more: int, what: str, timeout: float = 180) -> None:
+    """Return as soon as `progress()` (a count of `what`) grew by `more` after now. Fails the test when it
+    never does: the driver ended first, or `timeout` passed."""
     wanted = progress() + more
     deadline = time.monotonic() + timeout
     while progress() < wanted:
         assert proc.running(), f"the driver ended before {more} more {what}:\n{proc.log_tail()}"
         assert time.monotonic() < deadline, f"{more} more {what} did not come within {timeout}s"
         time.sleep(0.01)
+
+
+def kill_after(proc: DriverProcess, progress, more: int, what: str, timeout: float = 180) -> None:
+    """SIGKILL the pipeline's process group (driver, JVM, Python workers) as soon as `progress()` (a count
+    of `what`) grew by `more` after now, so mid-batch (`wait_for`). (A kill at a deadline would prove only
+    that the process was alive.)"""
+    wait_for(proc, progress, more, what, timeout)
     assert proc.kill(), f"the driver ended as the {what} came, before the kill"
 
 
@@ -329,13 +336,17 @@ def kill_after_committed(
     proc: DriverProcess, config, topic: str, partitions: int, more: int, timeout: float = 180
 ) -> None:
     """`kill_after` `more` more input records the group committed (the JVM data path has no on_commit)."""
+    kill_after(
+        proc, partial(records_committed, config, topic, partitions), more, "records committed", timeout
+    )
+
+
+def records_committed(config, topic: str, partitions: int) -> int:
+    """The input records of `topic` the group committed, over its partitions (unstable reads too)."""
     from eos._kafka import _offsets
 
-    def committed() -> int:
-        found = _offsets.committed(config, [(topic, p) for p in range(partitions)], stable=False)
-        return sum(offset or 0 for offset in found.values())
-
-    kill_after(proc, committed, more, "records committed", timeout)
+    found = _offsets.committed(config, [(topic, p) for p in range(partitions)], stable=False)
+    return sum(offset or 0 for offset in found.values())
 
 
 def writers_ran(path: str, logs: str, summaries) -> None:

@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import time
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -17,9 +18,11 @@ from conftest import (
     finish,
     kill_after_commits,
     kill_after_committed,
+    records_committed,
     seed,
     seed_one_big,
     start_pipeline,
+    wait_for,
 )
 from partition_task_app import SCHEMA
 
@@ -177,16 +180,8 @@ def test_the_connect_servers_eos_process_killed_mid_batch_is_started_again_and_s
     def servers():
         return [p for p in descendants(proc.proc.pid) if "eos._format_server" in p.cmdline]
 
-    def committed() -> int:
-        found = _offsets.committed(config, [(source, p) for p in range(PARTITIONS)], stable=False)
-        return sum(offset or 0 for offset in found.values())
-
-    wanted = 2_000 + 100 * rng.randint(1, 12)
-    deadline = time.monotonic() + 180
-    while committed() < wanted:
-        assert proc.running(), proc.log_tail()
-        assert time.monotonic() < deadline, f"{wanted} records were not committed within 180 s"
-        time.sleep(0.01)
+    committed = partial(records_committed, config, source, PARTITIONS)
+    wait_for(proc, committed, 2_000 + 100 * rng.randint(1, 12), "records committed")
     [killed] = servers()
     os.kill(killed.pid, signal.SIGKILL)
     finish(proc)  # its tasks may go on committing: the re-run batch's skips say the kill came mid-batch
