@@ -1,5 +1,5 @@
-"""What a run measures of its processes besides time: the peak RSS of the PySpark Python workers, and
-py-spy profiles of them (BENCH_PROFILE)."""
+"""What a run measures of its processes besides time: the peak RSS of the PySpark Python workers and of
+the Spark JVM, and py-spy profiles of the workers (BENCH_PROFILE)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bench import bench_report as report
@@ -16,16 +17,17 @@ from bench._common import log
 from tests.support.processes import descendants, processes, pyspark_python, threads_and_rss
 
 
-class WorkerRss:
-    """Samples the RSS of this process's PySpark Python workers (its descendants running pyspark)."""
+class PeakRss:
+    """Samples the RSS of the processes `pids()` names, every `interval` s: the peak of any one of them."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, pids: Callable[[], Iterable[int]], interval: float = 0.1) -> None:
+        self.pids = pids
         self.interval = interval
         self.peak_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> WorkerRss:
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -39,11 +41,22 @@ class WorkerRss:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for proc in pyspark_python(os.getpid()):
-                usage = threads_and_rss(proc.pid)
+            for pid in self.pids():
+                usage = threads_and_rss(pid)
                 if usage is not None:
                     self.peak_kib = max(self.peak_kib, usage[1] // 1024)
             self._stop.wait(self.interval)
+
+
+def worker_rss(interval: float = 0.1) -> PeakRss:
+    """The RSS of this process's PySpark Python workers (its descendants running pyspark)."""
+    return PeakRss(lambda: [p.pid for p in pyspark_python(os.getpid())], interval)
+
+
+def spark_jvms() -> list[int]:
+    """pids of the Spark JVMs below this process (PySpark's gateway: `java ... SparkSubmit`); in local
+    mode the driver's JVM is the executor too."""
+    return [p.pid for p in descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in p.cmdline]
 
 
 # -- profiles ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from bench import bench_report as report
 from bench._commit_log import CommitLog
 from bench._common import COMMIT_EVERY, KEYS, PARTITIONS, log, ms
 from bench._kafka import count_committed, delete_topic
-from bench._measure import Profiler, WorkerRss
+from bench._measure import Profiler, worker_rss
 from eos import testing
 from examples.pipeline import append_summary, count_per_key, count_per_key_batch
 
@@ -128,7 +128,7 @@ class Bench:
 
     def _run_query(self, writer, profile: str | None = None) -> dict:
         ckpt = self.work / f"ckpt-{uuid.uuid4().hex[:8]}"
-        with WorkerRss() as rss:
+        with worker_rss() as rss:
             spy = Profiler(profile, Path(self.args.out)) if profile else None
             t0 = time.perf_counter()
             query = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
@@ -443,10 +443,11 @@ class Bench:
     # -- the cost split --------------------------------------------------------------------------------
 
     def split(self) -> dict:
-        """Spark's sink and eos exactly_once over the same input at each of `--split-batches` records per
-        trigger, interleaved: every batch's rows and durations (Spark's own progress), then per sink a
-        line fitted through them: a cost per batch and a cost per record (`bench_report.cost_split`)."""
-        rows = ("spark_kafka_sink", "eos_exactly_once")
+        """Spark's sink and eos exactly_once on each data path over the same input at each of
+        `--split-batches` records per trigger, interleaved: every batch's rows and durations (Spark's own
+        progress), then per sink a line fitted through them: a cost per batch and a cost per record
+        (`bench_report.cost_split`)."""
+        rows = ("spark_kafka_sink", "eos_exactly_once", "eos_exactly_once_jvm")
         sizes = self.args.split_batches
         most = -(-self.args.records // min(sizes))
         self.session().conf.set("spark.sql.streaming.numRecentProgressUpdates", str(max(100, most + 10)))

@@ -520,6 +520,7 @@ def extra_table(result: Mapping[str, Any]) -> str:
             f"| worker peak RSS, eos exactly_once | {one} MiB at {rss.get('batch_1x_records'):,} rec/batch, "
             f"{ten} MiB at {rss.get('batch_10x_records'):,} ({fmt_ratio(rss.get('ratio_10x_over_1x'))}) |"
         )
+    lines.extend(memory_lines(result.get("memory") or {}))
     for mode, m in result.get("restore", {}).get("modes", {}).items():
         lines.append(
             f"| restore {result['restore']['keys']:,}-key store, {mode} | "
@@ -532,6 +533,29 @@ def extra_table(result: Mapping[str, Any]) -> str:
             f" {m['tail']:,}-record tail {m['median_rebuild_seconds']:.2f} s |"
         )
     return "\n".join(lines)
+
+
+def memory_lines(memory: Mapping[str, Any]) -> list[str]:
+    """The executor memory figures (bench/_memory.py): per row, the JVM's peak RSS over its runs (their
+    median), its RSS before the first and the last run, and its Python workers' peak."""
+    lines = []
+    for row, m in memory.items():
+        if not isinstance(m, Mapping):
+            continue
+        if "error" in m:
+            lines.append(f"| executor JVM RSS, {row} | failed: {m['error'][:120]} |")
+            continue
+        runs = m.get("runs") or []
+        peak = median(r.get("jvm_rss_peak_mib") for r in runs)
+        workers = median(r.get("worker_rss_peak_mib") for r in runs)
+        first, last = runs[0].get("jvm_rss_before_mib"), runs[-1].get("jvm_rss_before_mib")
+        lines.append(
+            f"| executor JVM RSS, {row} ({memory.get('batch_records', 0):,} per trigger, a JVM of its own,"
+            f" {len(runs)} runs) | peak {fmt_num(peak)} MiB (median over runs); before the first run"
+            f" {fmt_num(first)} MiB, before the last {fmt_num(last)} MiB; Python workers' peak"
+            f" {fmt_num(workers)} MiB |"
+        )
+    return lines
 
 
 def profile_summary(stacks: Sequence[tuple[Sequence[str], int]], seconds: float, rate: int, top: int = 15):

@@ -5,7 +5,8 @@ Kafka -> Kafka throughput over the same pre-loaded input, for Spark's own `.form
 plain confluent-kafka transactional loop (no Spark) and Quix Streams exactly-once; every row runs
 `--runs` times, interleaved, and each eos row's read_committed output count must equal the input
 count. Also: end-to-end latency at a 1 s trigger, transaction commit times, the peak RSS of the
-Python workers at 1x and 10x batch size, and the changelog restore rate of a 1,000,000-key store.
+Python workers at 1x and 10x batch size, the changelog restore rate of a 1,000,000-key store, and the
+executor JVM's peak RSS for Spark's sink and eos on each data path (each in a JVM of its own).
 
     python -m bench.run_bench [--records 2000000] [--runs 3] [--batch 200000] [--out reports]
 
@@ -32,6 +33,7 @@ from bench._common import COMMIT_EVERY, KEYS, PARTITIONS, VALUE_BYTES, log, ms
 from bench._kafka import fill_input, wait_for_group_coordinators
 from bench._latency import latency
 from bench._machine import machine_facts
+from bench._memory import MEMORY_ROWS, child_memory, memory
 from bench._restore import restore
 from bench._rows import Bench
 from eos import testing
@@ -56,6 +58,10 @@ def main() -> int:
         fn = child_loop if kind == "--child-loop" else child_quix
         print(json.dumps(fn(bootstrap, topic_in, topic_out, int(records))))
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-memory":
+        row, bootstrap, topic, records, batch, runs = sys.argv[2:8]
+        print(json.dumps(child_memory(row, bootstrap, topic, int(records), int(batch), int(runs))))
+        return 0
     os.environ.setdefault("EOS_LOG_LEVEL", "warning")  # driver and workers: no per-batch info lines
     env = os.environ.get
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -74,7 +80,9 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=float(env("BENCH_LATENCY_SECONDS") or 30))
     parser.add_argument("--latency-rate", type=int, default=int(env("BENCH_LATENCY_RATE") or 2000))
     parser.add_argument("--rows", default=env("BENCH_ROWS") or ",".join(r for r, _ in report.ROWS))
-    parser.add_argument("--skip", default=env("BENCH_SKIP") or "", help="comma list: split,latency,restore")
+    parser.add_argument(
+        "--skip", default=env("BENCH_SKIP") or "", help="comma list: split,latency,restore,memory"
+    )
     parser.add_argument(
         "--split-batches",
         type=lambda text: [int(n) for n in text.split(",")],
@@ -222,6 +230,9 @@ def main() -> int:
                     log(f"latency {row}: {result['latency'][row]}")
             if "restore" not in skip:
                 result["restore"] = measured("restore", lambda: restore(bench))
+            if "memory" not in skip:
+                log(f"executor memory: {', '.join(MEMORY_ROWS)}, each in a Spark JVM of its own")
+                result["memory"] = measured("memory", lambda: memory(bench, args.runs))
     except Interrupted as exc:
         log(f"{exc}: stopped the Spark session and the broker")
         return exc.exit_code

@@ -74,6 +74,16 @@ def test_tables_list_rows_in_report_order_with_ratios():
             "worker_peak_mib_10x": 110.0,
             "ratio_10x_over_1x": 1.1,
         },
+        "memory": {
+            "batch_records": 10,
+            "spark_kafka_sink": {
+                "runs": [
+                    {"jvm_rss_before_mib": 500.0, "jvm_rss_peak_mib": 900.0, "worker_rss_peak_mib": 0.0},
+                    {"jvm_rss_before_mib": 800.0, "jvm_rss_peak_mib": 950.0, "worker_rss_peak_mib": 0.0},
+                ]
+            },
+            "eos_exactly_once": {"error": "exited 1: boom"},
+        },
         "restore": {
             "keys": 5,
             "modes": {
@@ -84,6 +94,9 @@ def test_tables_list_rows_in_report_order_with_ratios():
     }
     extra = report.extra_table(result)
     assert "p50 1,000 ms, p99 2,000 ms" in extra and "1.10x" in extra and "250,000" in extra
+    assert "spark_kafka_sink (10 per trigger, a JVM of its own, 2 runs) | peak 925.0 MiB" in extra
+    assert "before the first run 500.0 MiB, before the last 800.0 MiB" in extra
+    assert "| executor JVM RSS, eos_exactly_once | failed: exited 1: boom |" in extra
     checks = report.targets(result)
     assert checks["p99_latency_1s_trigger_s <= 2"] == {"value": 2.0, "bound": 2.0, "met": True}
     assert checks["worker_rss_10x_over_1x <= 1.2"]["met"] is True
