@@ -23,11 +23,11 @@ BROKER_STAMP := $(EOS_CACHE)/kafka/.fetched
 PYSPARK_VERSION := $(shell test -x $(BIN)/python && $(BIN)/python -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)
 SPARK_STAMP := $(EOS_CACHE)/spark-jars/.fetched-$(PYSPARK_VERSION)
 # The tests' Schema Registry: Apicurio Registry, built from Maven Central (docker/maven/registry-pom.xml)
-# once per version of that pom into ~/.cache/eos (it never changes; clones share it). EOS_REGISTRY_HOME
+# once per version of that pom into ~/.cache/eos (it never changes; clones share it). EOS_TEST_REGISTRY_HOME
 # moves it; tests/support/apicurio.py finds it the same way.
-EOS_REGISTRY_HOME ?= $(HOME)/.cache/eos/registry-$(shell sha1sum docker/maven/registry-pom.xml | cut -c1-12)
-export EOS_REGISTRY_HOME
-REGISTRY_STAMP := $(EOS_REGISTRY_HOME)/.built
+EOS_TEST_REGISTRY_HOME ?= $(HOME)/.cache/eos/registry-$(shell sha1sum docker/maven/registry-pom.xml | cut -c1-12)
+export EOS_TEST_REGISTRY_HOME
+REGISTRY_STAMP := $(EOS_TEST_REGISTRY_HOME)/.built
 # eos's task placement on a cluster (eos/_spark/jvm): compiled against the installed PySpark's jars for
 # Java 8 and up; the wheel ships it (a JDK's javac builds it; Spark runs it on a JRE).
 PLACEMENT_JAR := eos/_spark/jvm/eos-placement.jar
@@ -84,13 +84,13 @@ $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(P
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).
 $(REGISTRY_STAMP): docker/maven/registry-pom.xml docker/maven/registry-settings.xml
-	@echo "== Apicurio Registry (the tests' Schema Registry) via Maven (~/.m2, ~230 MB the first time) into $(EOS_REGISTRY_HOME)"
-	rm -rf $(EOS_REGISTRY_HOME) && mkdir -p $(EOS_REGISTRY_HOME)
-	cp docker/maven/registry-pom.xml $(EOS_REGISTRY_HOME)/pom.xml
+	@echo "== Apicurio Registry (the tests' Schema Registry) via Maven (~/.m2, ~230 MB the first time) into $(EOS_TEST_REGISTRY_HOME)"
+	rm -rf $(EOS_TEST_REGISTRY_HOME) && mkdir -p $(EOS_TEST_REGISTRY_HOME)
+	cp docker/maven/registry-pom.xml $(EOS_TEST_REGISTRY_HOME)/pom.xml
 	@set -o pipefail; mvn -B -Dstyle.color=never -s docker/maven/registry-settings.xml $(MVN_ARGS) \
-	  -f $(EOS_REGISTRY_HOME)/pom.xml package '-D%prod.quarkus.package.type=fast-jar' \
+	  -f $(EOS_TEST_REGISTRY_HOME)/pom.xml package '-D%prod.quarkus.package.type=fast-jar' \
 	  -Dquarkus.class-loading.removed-artifacts=io.apicurio:apicurio-registry-app | $(MVN_SHOW)
-	test -f $(EOS_REGISTRY_HOME)/target/quarkus-app/quarkus-run.jar
+	test -f $(EOS_TEST_REGISTRY_HOME)/target/quarkus-app/quarkus-run.jar
 	touch $@
 
 broker-up: setup

@@ -6,11 +6,12 @@ Built three ways with the same validation: keyword arguments, `Config.from_env()
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -535,7 +536,8 @@ class Config:
     def from_properties(cls, properties: Mapping[str, Any], **overrides: Any) -> Config:
         """From Kafka-style dotted keys: `bootstrap.servers`, `processing.guarantee`, `app.id`
         (or `application.id`), ...; `producer.*`, `consumer.*`, `admin.*` go to that client and any
-        other dotted key to every client (`security.protocol`, `sasl.mechanism`, ...)."""
+        other dotted key to every client (`security.protocol`, `sasl.mechanism`, ...). A key that is
+        neither eos's nor a Kafka client's raises ConfigError naming it and the setting it resembles."""
         kwargs: dict[str, Any] = {}
         groups: dict[str, dict[str, Any]] = {g: {} for g in _CLIENT_GROUPS}
         for key, value in properties.items():
@@ -548,8 +550,10 @@ class Config:
                 continue
             prefix, _, rest = key.partition(".")
             if prefix in ("producer", "consumer", "admin") and rest:
+                _client_setting(key, rest, ())
                 groups[prefix][rest] = value
             else:
+                _client_setting(key, key, _DOTTED)
                 groups["kafka"][key] = value
         kwargs.update({g: v for g, v in groups.items() if v})
         kwargs.update(overrides)
@@ -562,19 +566,29 @@ class Config:
         Keyword arguments are defaults that the environment overrides, so a deployment switches
         e.g. the guarantee with no code change. `EOS_KAFKA_SASL_PASSWORD` sets `sasl.password` for every
         client; `EOS_PRODUCER_LINGER_MS` sets the producer's `linger.ms` (likewise CONSUMER, ADMIN).
+        Any other `EOS_*` variable, unless it is one eos reads for something else (`EOS_LOG_LEVEL` and
+        the rest of `eos.config.OWN_VARIABLES`), raises ConfigError naming it and the variable it most
+        resembles, so that a misspelt one cannot go unseen.
         """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = dict(defaults)
         groups: dict[str, dict[str, Any]] = {g: dict(kwargs.pop(g, {}) or {}) for g in _CLIENT_GROUPS}
-        for name in _SCALAR_FIELDS:
-            var = f"EOS_{name.upper()}"
-            if var in env:
-                kwargs[name] = _coerce(name, env[var], var)
         for var, value in env.items():
-            for group in groups:
-                prefix = f"EOS_{group.upper()}_"
-                if var.startswith(prefix) and len(var) > len(prefix):
-                    groups[group][var[len(prefix) :].lower().replace("_", ".")] = value
+            if not var.startswith("EOS_") or var in OWN_VARIABLES or var.startswith(_RIG_PREFIX):
+                continue
+            field = _VARIABLES.get(var)
+            if field is not None:
+                kwargs[field] = _coerce(field, value, var)
+                continue
+            group = next(
+                (g for g in groups if var.startswith(_group_prefix(g)) and var != _group_prefix(g)), None
+            )
+            if group is None:
+                raise ConfigError(var, _NOT_A_VARIABLE + did_you_mean(var, _KNOWN_VARIABLES))
+            name = var[len(_group_prefix(group)) :].lower().replace("_", ".")
+            if group != "schema_registry":
+                _client_setting(var, name, {})
+            groups[group][name] = value
         kwargs.update({g: v for g, v in groups.items() if v})
         return cls(**kwargs)
 
@@ -593,6 +607,66 @@ _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 _DOTTED = {name.replace("_", "."): name for name in _SCALAR_FIELDS}
 _DOTTED["application.id"] = "app_id"
 _DOTTED["errors.dead.letter.queue.topic.name"] = "dead_letter_topic"  # Kafka Streams' name (KIP-1034)
+
+
+#: the `EOS_*` variables eos reads that are not settings: logging, the session helper, the CLI's Kafka
+#: tools, the fault points of eos's own crash tests, the Spark Connect server's eos process
+OWN_VARIABLES = frozenset(
+    {
+        "EOS_LOG_LEVEL",
+        "EOS_LOG_FORMAT",
+        "EOS_LOG_CONFIG",
+        "EOS_LOG_CONFIGURE",
+        "EOS_SPARK_MASTER",
+        "EOS_SPARK_LOG_LEVEL",
+        "EOS_CACHE",
+        "EOS_MAVEN_REPO",
+        "EOS_KAFKA_TOOLS_VERSION",
+        "EOS_BROKER_VERSION",
+        "EOS_CRASH_AT",
+        "EOS_CRASH_ONCE_DIR",
+        "EOS_ABORT_AT",
+        "EOS_PAUSE_AT",
+        "EOS_SIGNAL_AT",
+        "EOS_SERVER_DRIVER_TOKEN",
+    }
+)
+#: the prefix of the variables eos's test rig reads (`make test`, `make matrix`)
+_RIG_PREFIX = "EOS_TEST_"
+_VARIABLES = {f"EOS_{name.upper()}": name for name in _SCALAR_FIELDS}
+_KNOWN_VARIABLES = [*_VARIABLES, *sorted(OWN_VARIABLES)]
+_NOT_A_VARIABLE = (
+    "is not an eos setting (EOS_<SETTING>, e.g. EOS_PROCESSING_GUARANTEE; a Kafka client's setting:"
+    " EOS_KAFKA_<NAME> for every client, EOS_PRODUCER_, EOS_CONSUMER_, EOS_ADMIN_, EOS_SCHEMA_REGISTRY_)"
+)
+
+
+def _group_prefix(group: str) -> str:
+    return f"EOS_{group.upper()}_"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """', did you mean X?' for the known name `name` most resembles, else ''."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _client_setting(shown: str, name: str, eos_names: Iterable[str]) -> None:
+    """Raises ConfigError naming `shown` when librdkafka has no setting `name`. Asked of the Kafka
+    client layer, which config sits below (pyproject.toml's import contract allows this one import)."""
+    from eos._kafka._translate import is_client_setting
+
+    if not is_client_setting(name):
+        raise ConfigError(
+            shown,
+            f"is neither an eos setting nor a Kafka client's (librdkafka has no {name!r})"
+            + did_you_mean(name, eos_names),
+        )
+
+
+def dotted_keys() -> list[str]:
+    """Every dotted key that sets an eos setting (`processing.guarantee`, `app.id`, ...)."""
+    return list(_DOTTED)
 
 
 def dotted_field(key: str) -> str | None:

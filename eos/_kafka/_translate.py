@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eos.errors import (
     AuthenticationError,
@@ -293,3 +294,22 @@ def reach(
                 raise BrokerUnreachableError(
                     f"no Kafka broker at {where} answered within {timeout_s:g}s ({err.str() if err else exc})"
                 ) from exc
+
+
+#: a librdkafka setting with a value it always refuses: asked after the name in question, it keeps
+#: `is_client_setting` from ever creating a client
+_REFUSED = ("queue.buffering.max.kbytes", "not a number")
+
+
+@functools.lru_cache(maxsize=1024)
+def is_client_setting(name: str) -> bool:
+    """Whether librdkafka knows the setting `name` (whatever its value): asked of librdkafka itself,
+    whose property names change with its version, and which tells an unknown name ("No such
+    configuration property") from a bad value."""
+    try:
+        Producer({name: "0", _REFUSED[0]: _REFUSED[1]})
+    except KafkaException as exc:
+        return not str(exc.args[0].str()).startswith("No such configuration property")
+    except Exception:  # noqa: BLE001 - confluent-kafka's own keys (error_cb, logger, ...) check their type
+        return True
+    return True

@@ -49,7 +49,7 @@ from eos._spark._preflight import (
     missing_input_column,
 )
 from eos._spark._rows_to_parts import placement_of
-from eos.config import Config, dotted_field
+from eos.config import Config, did_you_mean, dotted_field, dotted_keys
 from eos.errors import BatchSchemaError, ConfigError, InputOrderError, NondeterministicBatchError
 
 try:  # PySpark 4.1+: the streaming writer that takes Arrow record batches
@@ -132,7 +132,8 @@ def settings_of(options: Mapping[str, str]) -> Settings:
                     key,
                     "is not an eos option (eos.app.id, eos.processing.guarantee, eos.commit.every, ...,"
                     " eos.producer.*, eos.consumer.*, eos.admin.*, eos.schema.registry.*, eos.input.filtered,"
-                    " eos.ledger.dir, eos.ledger.retain; Kafka client settings go under kafka.*)",
+                    " eos.ledger.dir, eos.ledger.retain; Kafka client settings go under kafka.*)"
+                    + did_you_mean(key, [f"eos.{k}" for k in dotted_keys()] + list(own)),
                 )
             properties[name] = value
         elif key == "checkpointlocation":

@@ -90,7 +90,7 @@ def test_stores_stay_put_and_a_lost_worker_comes_back_from_snapshots(bootstrap, 
     work = tmp_path / "work"
     work.mkdir()
     argv = [sys.executable, "-m", "tests.integration.placement_app", cluster.master_url, bootstrap, app]
-    argv += [source, output, str(work), *os.environ.get("EOS_PLACEMENT_APP_ARGS", "").split()]
+    argv += [source, output, str(work), *os.environ.get("EOS_TEST_PLACEMENT_APP_ARGS", "").split()]
     log = open(work / "driver.log", "wb")
     driver = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     run = Run(work, driver)

@@ -23,9 +23,9 @@ from eos.session import free_port
 
 
 def app() -> Path:
-    """The runnable registry `make setup` built: under EOS_REGISTRY_HOME, else where the Makefile puts it
+    """The runnable registry `make setup` built: under EOS_TEST_REGISTRY_HOME, else where the Makefile puts it
     (~/.cache/eos/registry-<sha1 of the pom, 12 digits>)."""
-    home = os.environ.get("EOS_REGISTRY_HOME")
+    home = os.environ.get("EOS_TEST_REGISTRY_HOME")
     if not home:
         pom = Path(__file__).resolve().parents[2] / "docker" / "maven" / "registry-pom.xml"
         home = str(

@@ -186,6 +186,7 @@ def test_config_takes_the_shared_client_settings_and_nothing_else_from_the_envir
         "EOS_BOOTSTRAP_SERVERS": "env:9092",  # only the --bootstrap-servers default (argparse)
         "EOS_COMMIT_INTERVAL_MS": "not a number",  # the pipeline's settings do not concern the CLI
         "EOS_STATE_DIR": "/env/state",
+        "EOS_KAFKA_TOOLS_VERSION": "4.0.0",  # the CLI's Kafka tools, not the client setting tools.version
     }
     config = build_config("orders", "b:9092", 2.5, None, environ)
     assert (config.app_id, config.bootstrap_servers, config.operation_timeout_ms) == (

@@ -189,7 +189,6 @@ def test_from_env_client_groups():
             "EOS_PRODUCER_LINGER_MS": "20",
             "EOS_CONSUMER_FETCH_MAX_BYTES": "1024",
             "EOS_ADMIN_REQUEST_TIMEOUT_MS": "500",
-            "EOS_KAFKA_": "ignored: no key after the prefix",
         }
     )
     assert dict(config.kafka) == {"sasl.password": "hunter2", "security.protocol": "SASL_SSL"}
@@ -221,6 +220,40 @@ def test_from_env_reserved_passthrough_is_rejected():
     with pytest.raises(eos.ConfigError) as info:
         eos.Config.from_env({**ENV, "EOS_CONSUMER_GROUP_ID": "other"})
     assert info.value.field == "consumer.group.id"
+
+
+@pytest.mark.parametrize(
+    ("var", "hint"),
+    [
+        ("EOS_PROCESSING_GAURANTEE", "did you mean 'EOS_PROCESSING_GUARANTEE'?"),
+        ("EOS_COMIT_EVERY", "did you mean 'EOS_COMMIT_EVERY'?"),
+        ("EOS_LOGLEVEL", "did you mean 'EOS_LOG_LEVEL'?"),
+        ("EOS_KAFKA_", "EOS_KAFKA_<NAME> for every client"),
+        ("EOS_WHATEVER", "EOS_<SETTING>"),
+    ],
+)
+def test_from_env_an_unknown_eos_variable_is_refused_naming_what_it_resembles(var, hint):
+    # before: ignored without a word, and the query ran at the default guarantee
+    with pytest.raises(eos.ConfigError) as info:
+        eos.Config.from_env({**ENV, var: "exactly_once"})
+    assert info.value.field == var and hint in info.value.reason
+
+
+@pytest.mark.parametrize(
+    ("var", "name"), [("EOS_KAFKA_SASL_PASWORD", "sasl.pasword"), ("EOS_PRODUCER_LINGER_MSX", "linger.msx")]
+)
+def test_from_env_a_client_setting_librdkafka_does_not_have_is_refused(var, name):
+    with pytest.raises(eos.ConfigError) as info:
+        eos.Config.from_env({**ENV, var: "x"})
+    assert info.value.field == var and f"librdkafka has no {name!r}" in info.value.reason
+    assert "x" not in info.value.reason.replace(name, "")  # the value (a secret, perhaps) is not shown
+
+
+def test_from_env_leaves_eos_own_and_the_test_rigs_variables_alone():
+    own = {var: "4.1.1" for var in eos.config.OWN_VARIABLES}
+    config = eos.Config.from_env({**ENV, **own, "EOS_TEST_SEED": "7"})
+    # EOS_KAFKA_TOOLS_VERSION (the CLI's Kafka tools) is not the client setting `tools.version`
+    assert dict(config.kafka) == {}
 
 
 # -- from_properties -------------------------------------------------------------------------------
@@ -261,6 +294,20 @@ def test_from_properties_application_id_alias_and_overrides():
     )
     assert config.app_id == "streams-app"
     assert config.processing_guarantee == "exactly_once"
+
+
+def test_from_properties_a_key_neither_eos_nor_a_clients_is_refused_naming_what_it_resembles():
+    props = {"bootstrap.servers": "b:1", "app.id": "a", "output.topic": "o"}
+    with pytest.raises(eos.ConfigError) as info:
+        eos.Config.from_properties({**props, "processing.gaurantee": "exactly_once"})
+    assert info.value.field == "processing.gaurantee"
+    assert "did you mean 'processing.guarantee'?" in info.value.reason
+    with pytest.raises(eos.ConfigError) as info:
+        eos.Config.from_properties({**props, "consumer.isolation.levle": "read_committed"})
+    assert info.value.field == "consumer.isolation.levle" and "'isolation.levle'" in info.value.reason
+    # a client's setting that resembles an eos one stays the client's
+    config = eos.Config.from_properties({**props, "auto.commit.interval.ms": "5"})
+    assert dict(config.kafka) == {"auto.commit.interval.ms": "5"}
 
 
 def test_from_properties_int_parse_error_names_the_key():

@@ -178,3 +178,10 @@ def test_the_session_conf_the_provider_reads_is_the_one_eos_register_sets():
     source = Path(_format_jvm.__file__).parent / "jvm" / "DefaultSource.java"
     [name] = re.findall(r'String FUNCTIONS = "([^"]+)";', source.read_text())
     assert name == _format_jvm.FUNCTIONS
+
+
+def test_a_misspelt_eos_option_names_the_one_it_resembles():
+    with pytest.raises(eos.ConfigError) as info:
+        settings_of({**GOOD, "eos.processing.gaurantee": "exactly_once"})
+    assert info.value.field == "eos.processing.gaurantee"
+    assert "did you mean 'eos.processing.guarantee'?" in info.value.reason
