@@ -1,6 +1,6 @@
 """What eos reads from the cluster's own settings: limits it must stay within and facts it must warn
-about. One DescribeConfigs of one broker; a principal without DESCRIBE_CONFIGS gets no answer, and then
-nothing is checked (the clients' own errors remain)."""
+about. One DescribeConfigs of one broker (and the cluster's metadata); a principal without
+DESCRIBE_CONFIGS gets no answer, and then nothing is checked (the clients' own errors remain)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,31 @@ from eos._kafka import _clients
 from eos.config import Config
 from eos.errors import ConfigError
 
+#: Kafka's internal topic of transaction states, created at the first transactional producer's request
+TRANSACTION_LOG = "__transaction_state"
+
 
 def broker_settings(config: Config, names: tuple[str, ...]) -> dict[str, str]:
     """The values of `names` on one broker of the cluster (those it reports)."""
+    return _cluster(config, names)[0]
+
+
+def _cluster(config: Config, names: tuple[str, ...]) -> tuple[dict[str, str], int, set[str]]:
+    """`broker_settings`, the number of brokers and the cluster's topics (none of them where the
+    cluster did not answer)."""
     timeout = config.operation_timeout_ms / 1000
     admin = _clients.admin(config)
     try:
-        brokers = admin.list_topics(timeout=timeout).brokers
-        if not brokers:
-            return {}
-        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        metadata = admin.list_topics(timeout=timeout)
+        if not metadata.brokers:
+            return {}, 0, set()
+        resource = ConfigResource(ResourceType.BROKER, str(min(metadata.brokers)))
         entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
     except KafkaException:
-        return {}
+        return {}, 0, set()
     found = {name: entries[name].value for name in names if name in entries}
-    return {name: value for name, value in found.items() if value is not None}
+    settings = {name: value for name, value in found.items() if value is not None}
+    return settings, len(metadata.brokers), set(metadata.topics)
 
 
 def topic_setting(config: Config, topic: str, name: str) -> str | None:
@@ -40,10 +50,33 @@ def topic_setting(config: Config, topic: str, name: str) -> str | None:
     return None if entry is None else entry.value
 
 
-def check_transaction_timeout(config: Config) -> None:
-    """transaction_timeout_ms must not exceed the broker's transaction.max.timeout.ms: every producer's
-    init_transactions would fail, after the query started."""
-    limit = broker_settings(config, ("transaction.max.timeout.ms",)).get("transaction.max.timeout.ms")
+_TRANSACTIONS = (
+    "transaction.max.timeout.ms",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+)
+
+
+def check_transactions(config: Config) -> None:
+    """What exactly_once needs of the cluster, checked before the first transaction (each would fail,
+    after the query started): a transaction log it can create (its replication factor and min.isr
+    within the brokers there are: else no transaction ever begins, the producers waiting for a
+    coordinator until they time out), and transaction_timeout_ms within transaction.max.timeout.ms."""
+    settings, brokers, topics = _cluster(config, _TRANSACTIONS)
+    if brokers and TRANSACTION_LOG not in topics:
+        for name in _TRANSACTIONS[1:]:
+            needed = settings.get(name)
+            if needed is not None and needed.isdigit() and int(needed) > brokers:
+                raise ConfigError(
+                    "processing_guarantee",
+                    f"exactly_once needs Kafka transactions, and this cluster cannot begin one: its"
+                    f" transaction log ({TRANSACTION_LOG}) does not exist yet and needs {name}={needed}"
+                    f" brokers, but the cluster has {brokers}. Set transaction.state.log.replication.factor"
+                    f" and transaction.state.log.min.isr to at most {brokers} on the brokers (a"
+                    " single-broker cluster: 1), or choose processing_guarantee='at_least_once'. Nothing"
+                    " was written.",
+                )
+    limit = settings.get("transaction.max.timeout.ms")
     if limit is not None and config.transaction_timeout_ms > int(limit):
         raise ConfigError(
             "transaction_timeout_ms",

@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from eos._kafka import _clients, _translate
 from eos._kafka._collector import RecordCollector
 from eos.config import Config
-from eos.errors import EosError
+from eos.errors import EosError, FatalError
 
 
 class OutputProducer:
@@ -67,7 +67,16 @@ class OutputProducer:
                     self._producer.list_topics(known_topic, timeout=self._timeout_s)
                 except KafkaException:
                     break  # init_transactions reports whatever is wrong with the cluster
-        self._call("init_transactions", lambda: self._producer.init_transactions(self._timeout_s), log)
+        try:
+            self._call("init_transactions", lambda: self._producer.init_transactions(self._timeout_s), log)
+        except FatalError as exc:
+            code = exc.kafka_error.code() if exc.kafka_error is not None else None
+            missing = _translate.missing_acl(code, self.transactional_id)
+            if missing is None:
+                raise
+            raise FatalError(
+                f"init_transactions ({self.transactional_id}): {missing}", kafka_error=exc.kafka_error
+            ) from exc
         self.initialized = True
 
     @property

@@ -177,6 +177,29 @@ def is_authentication_error(err: KafkaError | None) -> bool:
     return err is not None and err.code() in _AUTHENTICATION_CODES
 
 
+def missing_acl(code: int | None, transactional_id: str | None) -> str | None:
+    """What an init_transactions refused with the error `code` (Kafka's protocol code, which librdkafka
+    and the Java client share) lacks, in the words of Kafka's ACLs; None where it is no refusal. The
+    same text for the Python path's producers and the JVM writer's (`eos._spark._jvm_writer`)."""
+    app = (transactional_id or "").split(":", 1)[0] or "<app_id>"
+    if code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return (
+            f"the principal may not use the transactional.id {transactional_id!r}. exactly_once needs the"
+            f" ACLs WRITE and DESCRIBE on the app's transactional ids (they all start with {app!r}):"
+            " kafka-acls.sh --bootstrap-server <brokers> --add --allow-principal User:<name>"
+            f" --operation Write --operation Describe --transactional-id {app} --resource-pattern-type"
+            " prefixed. Nothing was written. (processing_guarantee='at_least_once' needs no transactions.)"
+        )
+    if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return (
+            "the principal may not write idempotently: a broker before Kafka 3.0 needs the ACL"
+            " IDEMPOTENT_WRITE on the cluster (kafka-acls.sh --bootstrap-server <brokers> --add"
+            " --allow-principal User:<name> --operation IdempotentWrite --cluster); a newer one, WRITE on"
+            " the output topics. Nothing was written."
+        )
+    return None
+
+
 def translate(exc: BaseException, what: str) -> KafkaClientError:
     """A confluent-kafka exception as the EosError subclass its classification names."""
     err = kafka_error_of(exc)

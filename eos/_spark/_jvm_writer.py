@@ -21,13 +21,13 @@ from eos._core._incarnation import commit_lost
 from eos._core._input import Provenance
 from eos._core._spec import Functions
 from eos._core._stats import STATS_SCHEMA
-from eos._kafka import _cluster, _collector, _java, _offsets, _topics
+from eos._kafka import _cluster, _collector, _java, _offsets, _topics, _translate
 from eos._kafka._offsets import Committed
 from eos._scope import PartitionScope
 from eos._spark import _partitioning, _server
 from eos._spark._affinity import _Jvm
 from eos.config import Config
-from eos.errors import ConfigError, EosError, ProduceError, TransactionAbortableError
+from eos.errors import ConfigError, EosError, FatalError, ProduceError, TransactionAbortableError
 
 _CLASS = "eos.spark.JvmWriter"
 #: what the JVM writer's refusals carry in their message (eos/_spark/jvm/Refusal.java)
@@ -366,4 +366,7 @@ def _error(r: dict, config: Config, batch_id: int, layout: Layout, provenance: P
         if r.get("poison"):
             return _collector.refused(r["output_topic"], reason, topic, partition, offset, True)
         return TransactionAbortableError(f"delivery to {r['output_topic']!r} failed: {reason}")
+    if name == "FatalError" and r.get("kind") == "acl":
+        tid = r["transactional_id"]
+        return FatalError(f"init_transactions ({tid}): {_translate.missing_acl(r['code'], tid)}")
     return EosError(f"the JVM writer refused: {r}")

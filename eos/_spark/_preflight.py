@@ -65,11 +65,11 @@ class Preflight:
         return batch_layout(self.config, dtypes, self.functions.any, self.functions.process_batch is not None)
 
     def topics(self, log: Any = None) -> None:
-        """D2: the output and dead-letter topics and the schemas (`check_output_topic`), and, once, that
-        transaction_timeout_ms is within the broker's transaction.max.timeout.ms."""
+        """D2: the output and dead-letter topics and the schemas (`check_output_topic`), and, once, what
+        exactly_once needs of the cluster (`_cluster.check_transactions`)."""
         check_output_topic(self.config, log)
         if self.config.exactly_once and not self._cluster_checked:
-            _cluster.check_transaction_timeout(self.config)
+            _cluster.check_transactions(self.config)
             self._cluster_checked = True
 
 

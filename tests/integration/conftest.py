@@ -436,10 +436,12 @@ def grant_pipeline(
     output: str,
     app: str,
     output_operations: tuple[str, ...] = ("ALL",),
+    transactional_ids: bool = True,
 ) -> None:
     """The ACLs a pipeline's principal needs on the local broker (which enforces them): its topics, its
     app's changelogs, groups and transactional ids, Spark's source groups, idempotent writes.
-    `output_operations`: what it may do with the output topic (AclOperation names)."""
+    `output_operations`: what it may do with the output topic (AclOperation names); `transactional_ids`:
+    whether it may use the app's transactional ids."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -458,9 +460,10 @@ def grant_pipeline(
         allow(ResourceType.TOPIC, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
         allow(ResourceType.GROUP, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
         allow(ResourceType.GROUP, "spark-kafka-source", AclOperation.ALL, ResourcePatternType.PREFIXED),
-        allow(ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED),
         allow(ResourceType.BROKER, "kafka-cluster", AclOperation.IDEMPOTENT_WRITE),
     ]
+    if transactional_ids:
+        acls.append(allow(ResourceType.TRANSACTIONAL_ID, app, AclOperation.ALL, ResourcePatternType.PREFIXED))
     admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
     for future in admin.create_acls(acls).values():
         future.result(30)

@@ -155,3 +155,38 @@ def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commit
     assert records == []
     plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic=output)
     assert group_offsets(plaintext, source, 2) == {0: None, 1: None}
+
+
+@pytest.mark.parametrize("path", ["python", "jvm"])
+def test_principal_without_the_transactional_id_acl_is_told_which_acl_and_nothing_commits(
+    spark, broker, names, path
+):
+    """bob may read, write and commit offsets for the app, but not use its transactional ids: the first
+    init_transactions is refused, and the error names the ACL (WRITE and DESCRIBE on the app's
+    transactional ids, prefixed) and the command that grants it, on either data path. (Before: librdkafka's
+    "Transactional Id authorization failed", or the Java client's exception.)"""
+    local = broker.require_local()
+    source, output, app = names("acl-in"), names("acl-out"), names("acl-app")
+    testing.create_topic(local.bootstrap_servers, source, 2)
+    testing.create_topic(local.bootstrap_servers, output, 2)
+    testing.produce_sequence(local.bootstrap_servers, source, 2, 10)
+    grant_pipeline(local, "User:bob", source, output, app, transactional_ids=False)
+    config = _config(local, "bob", SASL_USERS["bob"], app, output, data_path=path)
+    batch = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", local.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", json.dumps({source: {"0": 0, "1": 0}}))
+        .load()
+    )
+
+    with pytest.raises(Exception) as excinfo:
+        eos.sink(config)(batch, 0)
+
+    message = error_text(excinfo.value)
+    assert f"may not use the transactional.id '{app}:{source}:" in message, message[-3000:]
+    assert f"--transactional-id {app} --resource-pattern-type prefixed" in message, message[-3000:]
+    records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_uncommitted", timeout=10)
+    assert records == []
+    plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic=output)
+    assert group_offsets(plaintext, source, 2) == {0: None, 1: None}

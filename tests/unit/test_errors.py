@@ -11,7 +11,15 @@ from confluent_kafka import KafkaError, KafkaException
 
 import eos
 from eos import errors
-from eos._kafka._translate import Delivery, Kind, classify, classify_delivery, is_fenced, kafka_error_of
+from eos._kafka._translate import (
+    Delivery,
+    Kind,
+    classify,
+    classify_delivery,
+    is_fenced,
+    kafka_error_of,
+    missing_acl,
+)
 from eos._kafka._translate import translate as as_eos_error
 
 
@@ -169,3 +177,17 @@ def test_errors_module_imports_nothing_from_eos():
         )
     ]
     assert imported and not [n for n in imported if n == "eos" or n.startswith("eos.")], imported
+
+
+def test_a_refused_init_transactions_names_the_missing_acl():
+    text = missing_acl(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "orders:in:3")
+    assert "'orders:in:3'" in text and "WRITE and DESCRIBE" in text
+    assert "--transactional-id orders --resource-pattern-type prefixed" in text
+    assert "IdempotentWrite --cluster" in missing_acl(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "orders:in:3")
+    assert missing_acl(KafkaError.TOPIC_AUTHORIZATION_FAILED, "orders:in:3") is None
+    assert missing_acl(None, None) is None
+    # the codes are Kafka's protocol codes, which the Java client's Errors enum (the JVM writer) shares
+    assert (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED) == (
+        53,
+        31,
+    )

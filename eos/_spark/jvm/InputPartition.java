@@ -23,6 +23,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.CorruptRecordException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidTimestampException;
@@ -31,6 +32,7 @@ import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.spark.TaskContext;
 import org.slf4j.Logger;
@@ -196,6 +198,12 @@ final class InputPartition {
       made.initTransactions();
     } catch (RuntimeException e) {
       made.close(Duration.ZERO);
+      for (Throwable c = e; c != null; c = c.getCause()) {
+        if (c instanceof AuthorizationException) { // the Python path's words: _translate.missing_acl
+          int code = Errors.forException(c).code();
+          throw Refusal.of("FatalError", e, "kind", "acl", "code", code, "transactional_id", tid);
+        }
+      }
       throw e;
     }
     initSeconds += (System.nanoTime() - t) / 1e9;
