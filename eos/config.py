@@ -222,10 +222,10 @@ class Config:
     app_id: str
     #: Output topic; or name a column with `output_topic_column`.
     output_topic: str | None = None
-    #: "exactly_once": outputs, state and input offsets commit in one Kafka transaction per input
-    #: partition; "at_least_once" (the default, as in Kafka Streams): no transactions, duplicates after
-    #: a crash.
-    processing_guarantee: str = attrs.field(default=AT_LEAST_ONCE, converter=_guarantee)
+    #: "exactly_once" (the default): outputs, state and input offsets commit in one Kafka transaction
+    #: per input partition; "at_least_once": no transactions, so a crash writes outputs again
+    #: (duplicates, never losses). Either can be switched between restarts on the same checkpoint.
+    processing_guarantee: str = attrs.field(default=EXACTLY_ONCE, converter=_guarantee)
     #: Column holding each output record's topic (instead of `output_topic`).
     output_topic_column: str | None = None
     #: Column holding each output record's partition (else the producer's murmur2 partitioner decides).

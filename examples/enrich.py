@@ -36,7 +36,7 @@ def main(spark, bootstrap, input_topic, output_topic, checkpoint, app_id):
         bootstrap_servers=bootstrap,
         app_id=app_id,  # the consumer group of the input offsets, the prefix of the transactional ids
         output_topic=output_topic,
-        processing_guarantee="exactly_once",  # the default is at_least_once
+        processing_guarantee="exactly_once",  # the default; "at_least_once" needs no transactions
     )
     df = eos.read_stream(spark, config, [input_topic])  # Spark's Kafka source, read_committed
     query = (

@@ -8,7 +8,7 @@
                                 [--dead-letters TOPIC [--poison KEY,...]]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
-at_least_once, as in Kafka Streams), so a deployment switches it with no code change. `--stateful`
+exactly_once), so a deployment switches it with no code change. `--stateful`
 emits a running count per key with `process` (one row at a time), `--stateful-batch` the same with
 `process_batch` (one Arrow batch at a time). `--remote` (or SPARK_REMOTE) runs the query through Spark
 Connect. `--aggregate` writes an aggregation in input_mode "any": `count` the running count per key

@@ -3,6 +3,7 @@ switched (real broker, real Spark)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -64,14 +65,16 @@ def _changelog_inputs(bootstrap: str, changelog: str) -> dict[int, list[int]]:
     return out
 
 
-# ~45 s each: make chaos (make test has the rule in tests/unit/test_recovery_decisions.py, which fails on
-# the code before too)
-@pytest.mark.long
+# ~45 s each: the explicit switches in make chaos (make test has the rule in
+# tests/unit/test_recovery_decisions.py, which fails on the code before too); the upgrade, an
+# at_least_once app restarted on a release whose default is exactly_once (`after` None: no guarantee
+# set), in make test
 @pytest.mark.parametrize(
     ("before", "after", "point"),
     [
-        ("at_least_once", "exactly_once", "after_produce"),
-        ("exactly_once", "at_least_once", "after_send_offsets"),
+        pytest.param("at_least_once", "exactly_once", "after_produce", marks=pytest.mark.long),
+        pytest.param("exactly_once", "at_least_once", "after_send_offsets", marks=pytest.mark.long),
+        pytest.param("at_least_once", None, "after_produce", id="upgrade-to-the-default"),
     ],
 )
 def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
@@ -96,7 +99,8 @@ def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
     flags = {"max_offsets": 400, "commit_every": 100, "stateful": True}
     changelog = f"{app_id}-{source}-counts-changelog"
 
-    def run(guarantee: str, **more_env: str):
+    def run(guarantee: str | None, **more_env: str):
+        chosen = {} if guarantee is None else {"EOS_PROCESSING_GUARANTEE": guarantee}
         return start_pipeline(
             bootstrap,
             app_id,
@@ -104,9 +108,13 @@ def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
             output,
             tmp_path / "ckpt",
             summaries,
-            {**env, "EOS_PROCESSING_GUARANTEE": guarantee, **more_env},
+            {**env, **chosen, **more_env},
             **flags,
         )
+
+    def guarantees() -> list[str]:
+        lines = summaries.read_text().splitlines() if summaries.exists() else []
+        return [json.loads(line)["guarantee"] for line in lines if line]
 
     proc = run(before, EOS_PAUSE_AT=point, EOS_CRASH_ONCE_DIR=str(once))
     _wait_for(once / f"paused-{point}", proc)
@@ -120,7 +128,10 @@ def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
         }
         assert any(past.values()), (committed, past)
     assert proc.kill(), "the driver ended before the kill"
+    ran = len(guarantees())
     finish(run(after))
+    # the restart ran `after`: for the upgrade, the default is exactly_once
+    assert set(guarantees()[ran:]) == {after or "exactly_once"}, guarantees()
     more = testing.produce_sequence(bootstrap, source, 2, 600, start=600)
     for partition, values in more.items():
         sent[partition].extend(values)

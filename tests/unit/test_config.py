@@ -32,10 +32,15 @@ def test_valid_config_keeps_values_and_defaults():
     assert config.producer["linger.ms"] == 7
 
 
-def test_default_guarantee_is_at_least_once():
+def test_default_guarantee_is_exactly_once_and_at_least_once_is_chosen():
     config = make()
-    assert config.processing_guarantee == eos.AT_LEAST_ONCE
-    assert config.exactly_once is False
+    assert config.processing_guarantee == eos.EXACTLY_ONCE
+    assert config.exactly_once is True
+    assert eos.Config.from_env({}, **BASE).exactly_once
+    assert eos.Config.from_properties(
+        {"bootstrap.servers": "b:1", "app.id": "a", "output.topic": "o"}
+    ).exactly_once
+    assert make(processing_guarantee="at_least_once").exactly_once is False
 
 
 @pytest.mark.parametrize("value", ["exactly_once_v2", "EXACTLY_ONCE", " exactly_once "])
