@@ -133,3 +133,9 @@ def test_the_check_finds(line, kind):
 )
 def test_the_check_lets_pass(line):
     assert findings(line) == []
+
+
+def test_the_readme_stays_short():
+    """The README is the front page: the rest belongs to the guide (docs/)."""
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: move detail to docs/ (at most 250)"
