@@ -64,23 +64,12 @@ $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
 	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
 	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
 
-$(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java $(PY_STAMP) $(SPARK_STAMP)
+$(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java docker/build_jar.py $(PY_STAMP) $(SPARK_STAMP)
 	@echo "== eos's JVM classes (placement, the pass-through writer, format(\"eos\"); javac) into $@"
 	@# the installed PySpark's version, asked here: on a fresh clone the .venv did not exist when make
 	@# read this file, so $(PYSPARK_VERSION) is empty (the writer needs the connector's Kafka client)
-	@jars="$$($(BIN)/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" && \
-	  version="$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')" && \
-	  sources="$(JVM_SOURCES)" && \
-	  if ! ls "$$jars"/spark-connect_*.jar >/dev/null 2>&1; then \
-	    echo "   (PySpark $$version has no Spark Connect server: the jar is built without eos's Connect plugin)"; \
-	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v /ConnectPlugin.java)"; fi && \
-	  if [ "$${version%%.*}" -lt 4 ]; then \
-	    echo "   (PySpark $$version has no Python data sources: the jar is built without format(\"eos\")'s provider)"; \
-	    sources="$$(echo $$sources | tr ' ' '\n' | grep -v -e /DefaultSource.java -e /ServerDriver.java)"; fi && \
-	  out="$$(mktemp -d)" && javac --release 8 -nowarn -Xlint:-options \
-	    -cp "$$jars/*:$(EOS_CACHE)/spark-jars/$$version/*" -d "$$out" \
-	    $$sources eos/_spark/jvm/stub/scala/Serializable.java && \
-	  jar cf $@ -C "$$out" eos && rm -rf "$$out"
+	$(BIN)/python docker/build_jar.py $@ \
+	  --classpath "$(EOS_CACHE)/spark-jars/$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')/*"
 
 # Apicurio publishes its application module, not a runnable jar: Quarkus's build makes one (~130 MB).
 $(REGISTRY_STAMP): docker/maven/registry-pom.xml docker/maven/registry-settings.xml
@@ -131,8 +120,8 @@ docs: $(PY_STAMP)
 
 # ruff, then the import rules between eos's layers (pyproject.toml's [tool.importlinter]).
 lint: setup
-	$(BIN)/ruff check eos tests examples bench
-	$(BIN)/ruff format --check eos tests examples bench
+	$(BIN)/ruff check eos tests examples bench docker
+	$(BIN)/ruff format --check eos tests examples bench docker
 	$(BIN)/lint-imports
 
 # The fault list F1-F10 done for real on a Spark standalone cluster with its own broker; the knobs:
@@ -194,10 +183,25 @@ $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
 bench: setup $(BENCH_STAMP)
 	$(BIN)/python -m bench.run_bench
 
-# sdist and wheel of the distribution `eos-spark` (import name `eos`) in dist/.
-dist: setup $(PLACEMENT_JAR)
+# sdist and wheel of the distribution `eos-spark` (import name `eos`) in dist/. Needs Python, pip and a JDK
+# (javac) only, not `make setup`'s test rig: a venv of its own with constraints.txt's PySpark (the jar
+# compiles against its jars) and `build`, and the Kafka client jar from Maven Central.
+DIST_VENV := $(EOS_CACHE)/dist-venv
+DIST_STAMP := $(DIST_VENV)/.installed
+KAFKA_CLIENTS_VERSION := 3.9.0
+
+$(DIST_STAMP): constraints.txt
+	@echo "== a venv for the build (PySpark, build) in $(DIST_VENV)"
+	test -x $(DIST_VENV)/bin/python || $(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/pip install --progress-bar on --disable-pip-version-check pyspark build -c constraints.txt
+	touch $@
+
+dist: $(DIST_STAMP)
+	@echo "== eos's JVM classes (javac) into $(PLACEMENT_JAR)"
+	$(DIST_VENV)/bin/python docker/build_jar.py $(PLACEMENT_JAR) \
+	  --kafka-clients $(KAFKA_CLIENTS_VERSION) --cache $(EOS_CACHE)/jars
 	rm -rf dist
-	$(BIN)/python -m build --outdir dist
+	$(DIST_VENV)/bin/python -m build --outdir dist
 
 clean:
 	rm -rf $(VENV) $(EOS_CACHE) build dist *.egg-info reports $(PLACEMENT_JAR)
