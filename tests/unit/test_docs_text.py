@@ -139,3 +139,30 @@ def test_the_readme_stays_short():
     """The README is the front page: the rest belongs to the guide (docs/)."""
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= 250, f"README.md has {lines} lines: move detail to docs/ (at most 250)"
+
+
+SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+$")
+
+
+def _split_tables(text: str) -> list[int]:
+    """Lines where a table goes on after a blank line without a header of its own: Markdown ends the table
+    at the blank line and shows the rest as raw pipes."""
+    lines = [*text.splitlines(), ""]
+    return [
+        i + 2
+        for i in range(1, len(lines) - 2)
+        if not lines[i].strip()
+        and lines[i - 1].startswith("|")
+        and lines[i + 1].startswith("|")
+        and not SEPARATOR.match(lines[i + 2].strip())
+    ]
+
+
+def test_no_table_is_split_by_a_blank_line():
+    assert _split_tables("| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |\n") == [5]
+    assert _split_tables("| a |\n|---|\n| 1 |\n\n| b |\n|---|\n| 2 |\n") == []
+    found = {
+        str(p.relative_to(ROOT)): _split_tables(p.read_text())
+        for p in [ROOT / "README.md", *DOCS.rglob("*.md")]
+    }
+    assert not {k: v for k, v in found.items() if v}, "a blank line inside a table"
