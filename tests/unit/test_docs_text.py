@@ -166,3 +166,27 @@ def test_no_table_is_split_by_a_blank_line():
         for p in [ROOT / "README.md", *DOCS.rglob("*.md")]
     }
     assert not {k: v for k, v in found.items() if v}, "a blank line inside a table"
+
+
+def test_the_api_page_documents_every_exported_name():
+    """docs/reference/api.md lists its names by hand, grouped by use: a name added to `eos.__all__` must
+    get a place there (an exception class: the generated Errors page has every one)."""
+    import eos
+
+    page = (DOCS / "reference" / "api.md").read_text()
+    errors = (DOCS / "reference" / "errors.md").read_text()
+    missing = [
+        name
+        for name in eos.__all__
+        if f"::: eos.{name}\n" not in page
+        and f"`eos.{name}`" not in page
+        and not (isinstance(getattr(eos, name), type) and issubclass(getattr(eos, name), BaseException))
+    ]
+    assert not missing, f"not on docs/reference/api.md: {missing}"
+    assert not [
+        n
+        for n in eos.__all__
+        if isinstance(getattr(eos, n), type)
+        and issubclass(getattr(eos, n), BaseException)
+        and f"## `{n}`" not in errors
+    ]
