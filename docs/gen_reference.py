@@ -387,6 +387,92 @@ def config_descriptions() -> dict[str, str | None]:
     return {f.name: comments.get(f.name) for f in _fields()}
 
 
+#: The configuration page's sections: each Config field in one, with a sentence on what they share
+CONFIG_GROUPS: dict[str, tuple[str, list[str]]] = {
+    "Core": (
+        "Where eos writes, under which name, with which guarantee, and how it reads its input.",
+        [
+            "bootstrap_servers",
+            "app_id",
+            "output_topic",
+            "processing_guarantee",
+            "output_topic_column",
+            "output_partition_column",
+            "output_timestamp_column",
+            "starting_offsets",
+            "accept_foreign_offsets",
+            "input_mode",
+            "parts",
+            "part_columns",
+            "data_path",
+        ],
+    ),
+    "Transactions and commits": (
+        "How often each input partition's transaction commits, and the deadlines and retries around it.",
+        [
+            "commit_every",
+            "commit_max_bytes",
+            "commit_interval_ms",
+            "transaction_timeout_ms",
+            "operation_timeout_ms",
+            "max_redo",
+            "max_producers_per_worker",
+            "arrow_produce",
+        ],
+    ),
+    "Bad records": (
+        "What happens to an input record that cannot become output.",
+        ["on_error", "dead_letter_topic", "max_dead_letters_per_batch"],
+    ),
+    "State": (
+        "The state stores of `process` and `process_batch`: where they live, how they recover, their"
+        " changelog topics and snapshots.",
+        [
+            "state_dir",
+            "state_mode",
+            "state_store",
+            "state_snapshot_location",
+            "state_snapshot_interval_ms",
+            "state_snapshot_keep",
+            "state_buffer_max_keys",
+            "task_affinity",
+            "changelog_replication_factor",
+            "changelog_topic_config",
+        ],
+    ),
+    "Schema Registry": (
+        "Reading input and writing output in Confluent's wire format, and the registry client.",
+        [
+            "value_deserializer",
+            "value_deserializer_schema",
+            "key_deserializer",
+            "key_deserializer_schema",
+            "value_serializer",
+            "value_schema",
+            "key_serializer",
+            "key_schema",
+            "value_subject_name_strategy",
+            "key_subject_name_strategy",
+            "auto_register_schemas",
+            "use_latest_version",
+            "schema_registry",
+        ],
+    ),
+    "Kafka clients": (
+        "Settings handed to the Kafka clients eos creates (librdkafka's names): every client, or one kind.",
+        ["kafka", "producer", "consumer", "admin"],
+    ),
+    "Metrics": ("The Prometheus endpoint.", ["metrics_port"]),
+}
+
+#: a sentence ends at a full stop before a capital, a quote or a backtick, but not at "e.g." or "i.e."
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s+(?=[A-Z\"`])")
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text, maxsplit=1)[0]
+
+
 def configuration_page() -> str:
     descriptions = config_descriptions()
     factories = field_defaults_source(eos.Config)
@@ -411,24 +497,23 @@ def configuration_page() -> str:
         "A mapping field's row names the prefix its settings take: `producer.*` sets the producer's"
         " settings, `EOS_PRODUCER_LINGER_MS` its `linger.ms`.",
         "",
-        "## Summary",
-        "",
     ]
-    rows = []
-    for field in _fields():
-        described = descriptions[field.name]
-        first = (
-            md(re.split(r"(?<=\.)\s+(?=[A-Z\"`])", described, maxsplit=1)[0]) if described else NO_DESCRIPTION
-        )
-        rows.append(
-            [
-                f"[{code(field.name)}](#{field.name})",
-                code(field.type),
-                default_of(field, factories),
-                first,
-            ]
-        )
-    out += [table(["Field", "Type", "Default", "Description (first sentence)"], rows), "", "## Fields", ""]
+    by_name = {f.name: f for f in _fields()}
+    for group, (intro, names) in CONFIG_GROUPS.items():
+        rows = []
+        for name in names:
+            described = descriptions[name]
+            first = md(first_sentence(described)) if described else NO_DESCRIPTION
+            rows.append(
+                [
+                    f"[{code(name)}](#{name})",
+                    code(by_name[name].type),
+                    default_of(by_name[name], factories),
+                    first,
+                ]
+            )
+        out += [f"## {group}", "", intro, "", table(["Setting", "Type", "Default", "In short"], rows), ""]
+    out += ["## Every setting", ""]
     for field in _fields():
         opts = options[field.name]
         if isinstance(opts, str):
@@ -822,7 +907,7 @@ def java_settings_page() -> str:
             "",
             md(
                 "Spark's Kafka source and sink, and Kafka's own tools, take the Java client's settings; eos's"
-                " clients are librdkafka's. The `kafka.*` options of `format(\"eos\")` and the file of"
+                ' clients are librdkafka\'s. The `kafka.*` options of `format("eos")` and the file of'
                 " `eos ... --command-config` are read as Java settings and translated by this table (the"
                 " code's own, `eos._kafka._java.SETTINGS`). A setting the table does not list passes to"
                 " librdkafka as it is (librdkafka's own names, such as `ssl.ca.location`, work too); one it"
@@ -852,7 +937,13 @@ def missing() -> dict[str, list[str]]:
         "eos.Config fields without a `#:` comment": [n for n, d in config_descriptions().items() if not d],
         "eos.errors classes without a docstring": [c.__name__ for c in error_classes() if not c.__doc__],
         "eos CLI commands and options without help": cli_options_without_help(),
+        "eos.Config fields in no section of CONFIG_GROUPS, or in two": _ungrouped(),
     }
+
+
+def _ungrouped() -> list[str]:
+    placed = [name for _, names in CONFIG_GROUPS.values() for name in names]
+    return sorted({f.name for f in _fields()} ^ set(placed) | {n for n in placed if placed.count(n) > 1})
 
 
 def main(argv: list[str] | None = None) -> int:

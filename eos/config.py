@@ -234,11 +234,14 @@ class Config:
     #: producer's clock, as Spark's Kafka sink writes). "timestamp", the Kafka source's own column,
     #: carries each input record's timestamp to its outputs, as Kafka Streams does.
     output_timestamp_column: str | None = None
-    #: Commit a partition's transaction after this many input records...
+    #: A partition's transaction commits after this many input records, or earlier when
+    #: `commit_max_bytes` or `commit_interval_ms` is reached first.
     commit_every: int = attrs.field(default=100_000, validator=_positive)
-    #: ...or once the input it holds for a redo takes this many bytes (Arrow, in the task's memory)...
+    #: A partition's transaction commits once the input it holds for a redo takes this many bytes (Arrow,
+    #: in the task's memory), or earlier when `commit_every` or `commit_interval_ms` is reached first.
     commit_max_bytes: int = attrs.field(default=64 * 1024 * 1024, validator=_positive)
-    #: ...or once it has been open this long, whichever comes first.
+    #: A partition's transaction commits once it has been open this long, or earlier when
+    #: `commit_every` or `commit_max_bytes` is reached first.
     commit_interval_ms: int = attrs.field(default=30_000, validator=_positive)
     #: The producers' `transaction.timeout.ms`: a transaction open longer is aborted by the broker
     #: (at most the broker's `transaction.max.timeout.ms`, checked before the first batch).
