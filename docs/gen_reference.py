@@ -781,7 +781,7 @@ def tree_summaries() -> dict[str, str]:
     found: dict[str, str] = {}
     current = None
     for line in (eos.errors.__doc__ or "").splitlines():
-        entry = re.match(r"^[\s│]*[├└]── (\w+)\s*(.*)$", line)
+        entry = re.match(r"^[\s│]*[├└]── (\w+)\s*(.*)$", line) or re.match(r"^\s+(EosError)\s+(.*)$", line)
         if entry:
             current = entry.group(1)
             found[current] = entry.group(2).strip()
@@ -837,6 +837,14 @@ def _slug(name: str) -> str:
     return name.lower()
 
 
+def what_to_do(cls: type) -> str | None:
+    """The paragraph of `cls`'s docstring that starts "What to do:", without those words."""
+    for paragraph in inspect.getdoc(cls).split("\n\n") if cls.__doc__ else []:
+        if paragraph.startswith("What to do:"):
+            return " ".join(paragraph.removeprefix("What to do:").split())
+    return None
+
+
 def errors_page() -> str:
     classes = error_classes()
     summaries = tree_summaries()
@@ -857,12 +865,13 @@ def errors_page() -> str:
         "```",
         "",
         table(
-            ["Class", "Base", "In short"],
+            ["Class", "Base", "In short", "What to do"],
             [
                 [
                     f"[{code(c.__name__)}](#{_slug(c.__name__)})",
                     ", ".join(code(b.__name__) for b in c.__bases__),
                     md(summaries.get(c.__name__, "")),
+                    md(what_to_do(c) or ""),
                 ]
                 for c in classes
             ],
@@ -936,6 +945,9 @@ def missing() -> dict[str, list[str]]:
     return {
         "eos.Config fields without a `#:` comment": [n for n, d in config_descriptions().items() if not d],
         "eos.errors classes without a docstring": [c.__name__ for c in error_classes() if not c.__doc__],
+        "eos.errors classes without a 'What to do:' paragraph": [
+            c.__name__ for c in error_classes() if not what_to_do(c)
+        ],
         "eos CLI commands and options without help": cli_options_without_help(),
         "eos.Config fields in no section of CONFIG_GROUPS, or in two": _ungrouped(),
     }

@@ -1,6 +1,6 @@
 """Every error eos raises: one hierarchy, all under `EosError`.
 
-    EosError
+    EosError                    any error of eos's
     ├── ConfigError             a setting is invalid; names the field (also a ValueError)
     ├── BatchSchemaError        the batch lacks or mistypes a column; raised before any transaction
     ├── BrokerUnreachableError  no broker answered within the deadline
@@ -35,6 +35,9 @@
     │   ├── ProcessError        the user's `process` / `process_batch` function raised or returned bad output
     │   ├── ProduceError        the client or broker refused the output (too large, no topic, not authorized)
     │   ├── SerializationError  an output does not fit its schema (value_serializer / key_serializer)
+    │   ├── DeserializationError
+    │   │                       an input record cannot be read with its schema (value_deserializer /
+    │   │                       key_deserializer)
     │   ├── TooManyDeadLettersError
     │   │                       more bad records in a batch than max_dead_letters_per_batch
     │   ├── InputOrderError     an input partition's rows reached a task split or out of offset order
@@ -74,12 +77,18 @@ if TYPE_CHECKING:
 
 
 class EosError(Exception):
-    """Base class of every error eos raises."""
+    """Base class of every error eos raises.
+
+    What to do: Catch it for any error of eos's; the subclass says what happened and what to do.
+    """
 
 
 class ConfigError(EosError, ValueError):
     """A setting is missing, unknown or has a bad value; `field` names it (a Config field, a dotted key
-    or a `format("eos")` option). Raised before any transaction: nothing was written. Fix the setting."""
+    or a `format("eos")` option). Raised before any transaction: nothing was written.
+
+    What to do: Fix the setting it names; nothing was written.
+    """
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
@@ -88,21 +97,36 @@ class ConfigError(EosError, ValueError):
 
 
 class BatchSchemaError(EosError, ValueError):
-    """The micro-batch cannot be written; nothing was produced or committed."""
+    """The micro-batch cannot be written; nothing was produced or committed.
+
+    What to do: Give the DataFrame the columns and types the message names (`value` as binary or string;
+    `key`, `headers`, the Kafka source's `topic`, `partition` and `offset`); nothing was written.
+    """
 
 
 class BrokerUnreachableError(EosError):
-    """No Kafka broker answered within the configured deadline."""
+    """No Kafka broker answered within the configured deadline.
+
+    What to do: Check `bootstrap_servers`, the network and the brokers, or raise `operation_timeout_ms`
+    for a cluster slow to answer; restart the query.
+    """
 
 
 class AuthenticationError(EosError):
-    """The broker refused this client's credentials."""
+    """The broker refused this client's credentials.
+
+    What to do: Fix the credentials in `kafka` (`sasl.username` and `sasl.password`, the OAUTHBEARER or
+    TLS settings: the security guide has each); restart the query.
+    """
 
 
 class TopicNotFoundError(EosError):
     """An output, input or dead-letter topic does not exist. eos creates only its own topics
     (changelogs, the progress topic of input_mode "any"): create it with its partitions and
-    replication, as Kafka Streams requires of its sink topics."""
+    replication, as Kafka Streams requires of its sink topics.
+
+    What to do: Create the topic (`kafka-topics.sh --create`), then restart the query.
+    """
 
     def __init__(self, topic: str, role: str = "output") -> None:
         self.topic = topic
@@ -110,7 +134,12 @@ class TopicNotFoundError(EosError):
 
 
 class ForeignOffsetError(EosError):
-    """The committed offset of an input partition carries no stamp of this eos app."""
+    """The committed offset of an input partition carries no stamp of this eos app.
+
+    What to do: If the offsets are meant to be this app's (an older eos or another tool wrote them), stamp
+    them where they are with `eos offsets reset --app <app_id> --shift 0 --execute`; if the group is
+    shared on purpose, set `accept_foreign_offsets=True`; else choose another `app_id`.
+    """
 
     def __init__(self, message: str, *, group: str, topic: str, partition: int, offset: int) -> None:
         self.group = group
@@ -122,16 +151,29 @@ class ForeignOffsetError(EosError):
 
 class GroupNotEmptyError(EosError):
     """The broker refused to change a consumer group's offsets: the group has members (a consumer
-    joined it, or it is rebalancing). `eos offsets reset` exits 5 (refused) on it."""
+    joined it, or it is rebalancing). `eos offsets reset` exits 5 (refused) on it.
+
+    What to do: Stop every consumer of the group (the query, or another application using its name), then
+    run the command again.
+    """
 
 
 class ChangelogError(EosError):
-    """A changelog topic cannot back its store."""
+    """A changelog topic cannot back its store.
+
+    What to do: Fix the changelog topic as the message says (as many partitions as the input topic,
+    `cleanup.policy=compact`); a new `app_id` starts with new changelogs and empty stores.
+    """
 
 
 class RecordError(EosError):
     """One input record could not be processed or written; `topic`/`partition`/`offset` name it. The
-    base of ProcessError, ProduceError and SerializationError: catch it for any record-level failure."""
+    base of ProcessError, ProduceError and SerializationError: catch it for any record-level failure.
+
+    What to do: The subclass and the record's topic, partition and offset say what to fix; with
+    `on_error="dead_letter"` a record at fault itself (`poison`) goes to the dead-letter topic instead of
+    failing the query.
+    """
 
     #: the record itself is at fault (writing it again fails again, other records are fine): what
     #: on_error="dead_letter" sends to the dead-letter topic instead of failing the batch
@@ -155,7 +197,11 @@ class RecordError(EosError):
 class ProcessError(RecordError):
     """The user's `process` function raised on an input record, or returned an output Kafka cannot
     carry. `through`: `process_batch` raised over input offsets `offset`..`through` (which record of
-    them is to blame is not known)."""
+    them is to blame is not known).
+
+    What to do: Fix the function for the record the message names, or set `on_error="dead_letter"` to send
+    such records to a dead-letter topic.
+    """
 
     poison = True
 
@@ -174,6 +220,10 @@ class ProduceError(RecordError):
     `candidates`: where one refusal hit the outputs of several input records (a broker refuses a whole
     record batch), their offsets, the largest output's first; the task writes them alone to find those
     refused on their own.
+
+    What to do: The message says why the output was refused: a record too large (raise the topic's
+    `max.message.bytes` or the producer's `message.max.bytes`, or use dead letters), a missing topic
+    (create it), a missing ACL (grant WRITE on the topic).
     """
 
     def __init__(
@@ -196,7 +246,11 @@ class ProduceError(RecordError):
 class SerializationError(RecordError):
     """An output's value or key does not fit its Schema Registry schema (a bad record: on_error
     ="dead_letter" routes it). `through`: the output of a `process_batch` call over input offsets
-    `offset`..`through` (which record of them is to blame is not known)."""
+    `offset`..`through` (which record of them is to blame is not known).
+
+    What to do: Make the output fit the schema (or evolve the schema), or set `on_error="dead_letter"` to
+    send such records to a dead-letter topic.
+    """
 
     poison = True
 
@@ -211,7 +265,11 @@ class DeserializationError(RecordError):
     """An input record's bytes cannot be read with its Schema Registry schema: not Confluent-framed, a
     schema id the registry does not have, a corrupt body, a writer schema the reader's cannot resolve
     (a bad record: on_error="dead_letter" routes it). `topic`/`partition`/`offset` name it where the
-    query has them (None otherwise)."""
+    query has them (None otherwise).
+
+    What to do: Check that the input topic holds Confluent-framed records of a schema the registry has, or
+    set `on_error="dead_letter"` to send unreadable records to a dead-letter topic.
+    """
 
     poison = True
 
@@ -224,7 +282,12 @@ class DeserializationError(RecordError):
 class SchemaRegistryError(EosError):
     """The Schema Registry refused a schema or a lookup, or could not be reached within
     operation_timeout_ms. `status` / `error_code`: the registry's HTTP status and error code (None when
-    it did not answer)."""
+    it did not answer).
+
+    What to do: The message names the subject and the registry's answer: register or evolve the schema
+    compatibly, fix the registry's URL or credentials in `schema_registry`, or raise
+    `operation_timeout_ms`.
+    """
 
     def __init__(
         self, message: str, *, subject: str | None, status: int | None = None, error_code: int | None = None
@@ -237,18 +300,31 @@ class SchemaRegistryError(EosError):
 
 class TooManyDeadLettersError(RecordError):
     """on_error="dead_letter": an input partition had more bad records in one batch than
-    max_dead_letters_per_batch allows; names the last one."""
+    max_dead_letters_per_batch allows; names the last one.
+
+    What to do: Look at the dead-letter topic: so many bad records usually mean a bug upstream; raise
+    `max_dead_letters_per_batch` if they are expected.
+    """
 
 
 class InputOrderError(RecordError):
-    """The rows of an input topic-partition did not reach one task as one run in offset order."""
+    """The rows of an input topic-partition did not reach one task as one run in offset order.
+
+    What to do: Keep one Spark task per input partition: no `repartition`, `union` or `minPartitions`
+    between the Kafka source and eos, or use `input_mode="any"`.
+    """
 
 
 class InputCoordinateError(RecordError):
     """A row's input coordinates (`topic`, `partition`, `offset`) are not the record Spark read it from:
     a column overwritten, or coordinates copied onto rows that are not that record. `column` names the
     first column that differs; topic/partition/offset are what the row says (not a record's name, so
-    the message does not call them one)."""
+    the message does not call them one).
+
+    What to do: Keep the Kafka source's `topic`, `partition` and `offset` columns as it read them (route
+    records with `output_topic_column` and `output_partition_column`), or use `input_mode="any"` for rows
+    that are not the source's records.
+    """
 
     def __init__(self, message: str, *, column: str, topic: str, partition: int, offset: int) -> None:
         self.column = column
@@ -261,7 +337,11 @@ class InputCoordinateError(RecordError):
 class KafkaClientError(EosError):
     """A Kafka client call failed; `kafka_error` is confluent-kafka's KafkaError where there was one.
     The base of RetriableError, FatalError and their kin: eos maps librdkafka's errors onto these
-    classes in one place."""
+    classes in one place.
+
+    What to do: The subclass says whether eos retried, redid or stopped; the message has the client's own
+    error.
+    """
 
     def __init__(self, message: str, *, kafka_error: KafkaError | None = None) -> None:
         self.kafka_error = kafka_error
@@ -269,13 +349,20 @@ class KafkaClientError(EosError):
 
 
 class RetriableError(KafkaClientError):
-    """A retriable error that outlasted its deadline."""
+    """A retriable error that outlasted its deadline.
+
+    What to do: Check the brokers (the message names the call); raise `operation_timeout_ms` for a slow
+    cluster. Restarting the query is safe.
+    """
 
 
 class OffsetsUnstableError(RetriableError):
     """The input partition's committed offset is held by an open transaction of another incarnation
     (UNSTABLE_OFFSET_COMMIT), and the caller asked not to wait for it: a task whose kept producer cannot
-    end that transaction takes a fresh one that can (step 2)."""
+    end that transaction takes a fresh one that can (step 2).
+
+    What to do: Nothing: eos handles it (a fresh producer ends the open transaction).
+    """
 
 
 class TransactionInDoubtError(RetriableError):
@@ -284,34 +371,61 @@ class TransactionInDoubtError(RetriableError):
     The producer is not used again (a late record must not land in its next transaction: librdkafka does
     not speak transactions v2, KIP-890); a fresh producer's init_transactions settles the transaction,
     committing it where its commit was received, else aborting it, and the task goes on from the
-    committed offset."""
+    committed offset.
+
+    What to do: Nothing, usually: the task goes on with a fresh producer. If it repeats, the brokers are
+    slow or overloaded; raise `operation_timeout_ms`.
+    """
 
 
 class TransactionAbortableError(KafkaClientError):
-    """The current transaction must be aborted; the producer stays usable."""
+    """The current transaction must be aborted; the producer stays usable.
+
+    What to do: Nothing, usually: eos aborts and redoes the transaction up to `max_redo` times. If it
+    still fails, the message has the broker's reason.
+    """
 
 
 class DeliveryFailedError(TransactionAbortableError):
     """An output record of the open transaction was not delivered. Bulk writes do not track which input
     record each output came from; the task aborts and redoes the transaction record by record, which
-    names the record (a ProduceError) or succeeds."""
+    names the record (a ProduceError) or succeeds.
+
+    What to do: Nothing, usually: the redo names the record (a ProduceError) or succeeds.
+    """
 
 
 class FatalError(KafkaClientError):
-    """The producer (or client) cannot be used again."""
+    """The producer (or client) cannot be used again.
+
+    What to do: The message has the client's error and, for a refused `init_transactions`, the ACL or
+    broker setting to fix; restart the query once it is fixed.
+    """
 
 
 class FencedError(FatalError):
-    """Another incarnation of the same transactional.id has taken over: this attempt is a zombie."""
+    """Another incarnation of the same transactional.id has taken over: this attempt is a zombie.
+
+    What to do: Nothing, if another attempt of the same task took over (Spark's retries and speculation
+    do). If two queries run with the same `app_id`, stop one: they fence each other.
+    """
 
 
 class TransactionTimeoutError(FatalError):
     """The open transaction took longer than transaction_timeout_ms, so the broker aborted it (and fenced
-    the producer): `process` is slower than the transaction allows, not a zombie."""
+    the producer): `process` is slower than the transaction allows, not a zombie.
+
+    What to do: Commit more often (a lower `commit_every` or `commit_interval_ms`), make `process` faster,
+    or raise `transaction_timeout_ms` (at most the broker's `transaction.max.timeout.ms`).
+    """
 
 
 class NondeterministicBatchError(EosError):
-    """A part of a batch is committed, and the re-run of the batch computed other rows for it."""
+    """A part of a batch is committed, and the re-run of the batch computed other rows for it.
+
+    What to do: Make the query deterministic (no `rand()` or `uuid()`, no order taken from an unordered
+    collection), then restart it; the parts committed are not written again.
+    """
 
     def __init__(self, message: str, *, batch_id: int, part: int) -> None:
         super().__init__(message)
@@ -320,7 +434,11 @@ class NondeterministicBatchError(EosError):
 
 
 class PartTooLargeError(EosError):
-    """A part is written in one transaction; this one would have outlived transaction.timeout.ms."""
+    """A part is written in one transaction; this one would have outlived transaction.timeout.ms.
+
+    What to do: Raise `parts` (or `transaction_timeout_ms`) and restart the query: the batch is written in
+    more, smaller parts.
+    """
 
     def __init__(self, message: str, *, batch_id: int, part: int) -> None:
         super().__init__(message)
@@ -331,7 +449,11 @@ class PartTooLargeError(EosError):
 class InputGapError(EosError):
     """`eos offsets reset` set an input partition's committed offset back, and the query resumed it past
     that offset (Spark's Kafka source resumes from its checkpoint): the input records between would be
-    skipped, never written. `offset`: the committed offset; `resumes_at`: where this run reads."""
+    skipped, never written. `offset`: the committed offset; `resumes_at`: where this run reads.
+
+    What to do: To write the records between, start the query on a new checkpoint; to skip them, move the
+    committed offset to where the query resumes with the `eos offsets reset` command the message gives.
+    """
 
     def __init__(self, message: str, *, topic: str, partition: int, offset: int, resumes_at: int) -> None:
         super().__init__(message)
@@ -344,7 +466,11 @@ class InputGapError(EosError):
 class CommitLostError(EosError):
     """The transaction that committed an input offset is not visible on every partition it wrote to: the
     broker committed it on some and aborted it on others. eos stops rather than skip input whose outputs
-    no read_committed reader will see."""
+    no read_committed reader will see.
+
+    What to do: Run `eos repair --app <app_id> --execute`, which writes the aborted records again, once;
+    then restart the query. Report the broker's behaviour to its operators.
+    """
 
     def __init__(
         self,
@@ -364,11 +490,19 @@ class CommitLostError(EosError):
 
 
 class StoreLockedError(EosError):
-    """Another process holds this store's lock beyond the deadline."""
+    """Another process holds this store's lock beyond the deadline.
+
+    What to do: Stop the other process that uses the store (an old executor or a second query with the
+    same `app_id` and `state_dir`), or raise `operation_timeout_ms`.
+    """
 
 
 class OutputTypeError(EosError, TypeError):
-    """A field of an output record has a type Kafka cannot carry. Converted to a RecordError by the task."""
+    """A field of an output record has a type Kafka cannot carry. Converted to a RecordError by the task.
+
+    What to do: Return from `process` an `eos.Output` (or a mapping of its fields, or `bytes`/`str` for a
+    value alone), or an iterable of them; its key, value and header values as `bytes`, `str` or `None`.
+    """
 
     def __init__(self, field: str, value: Any, message: str | None = None) -> None:
         self.field = field
