@@ -657,6 +657,17 @@ def exit_codes() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+#: what each `except` clause of `eos.cli.main` catches, in a user's words
+ERROR_EXITS = {
+    "CliError": "the command's own verdict: an unknown app, a broker that did not answer, a refusal",
+    "ConfigError": "a bad setting (an option's value, `--command-config`, an `EOS_*` variable)",
+    "EosError": "an error eos reports, on one line: a broker call failed, a topic is missing, a tool failed",
+    "KeyboardInterrupt": "Ctrl-C",
+    "BrokenPipeError": "the reader of its output went away (its output piped into `head`)",
+    "Exception": "anything else, reported on one line with the exception's class: a bug in eos",
+}
+
+
 def error_exits() -> list[tuple[str, str]]:
     """(exception, exit code) of each `except` clause of `eos.cli.main`, in order: how an error becomes
     the command's exit code."""
@@ -712,10 +723,9 @@ def cli_page() -> str:
             [[str(c), code(n), md(m)] for c, n, m in exit_codes()],
         ),
         "",
-        "How `eos` ends on an error (the `except` clauses of `eos.cli.main`, in order; bad arguments exit"
-        " with 2 before any of them):",
+        "What ends `eos` with which code:",
         "",
-        table(["Exception", "Exit code"], [[code(e), md(c)] for e, c in error_exits()]),
+        table(["When", "Exit code"], [[ERROR_EXITS.get(e, e), md(c)] for e, c in error_exits()]),
         "",
         "## Commands",
         "",
@@ -949,6 +959,9 @@ def missing() -> dict[str, list[str]]:
             c.__name__ for c in error_classes() if not what_to_do(c)
         ],
         "eos CLI commands and options without help": cli_options_without_help(),
+        "eos.cli.main's except clauses without words in ERROR_EXITS": [
+            e for e, _ in error_exits() if e not in ERROR_EXITS
+        ],
         "eos.Config fields in no section of CONFIG_GROUPS, or in two": _ungrouped(),
     }
 
