@@ -7,6 +7,7 @@ per-batch durations (`StreamingQueryProgress.durationMs`) summed over the batche
     .venv/bin/python -m bench.probes.format_connect_batches --seed
     .venv/bin/python -m bench.probes.format_connect_batches
     .venv/bin/python -m bench.probes.format_connect_batches --connect
+    .venv/bin/python -m bench.probes.format_connect_batches --ways format,foreachBatch
 
 Needs a running broker (`make broker-up`). Run each in a process of its own: a process is either a
 classic driver or a Connect client.
@@ -32,6 +33,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--connect", action="store_true")
+    parser.add_argument(
+        "--ways", default="format", help="comma list: format, foreachBatch (the same query, run interleaved)"
+    )
     parser.add_argument("--seed", action="store_true", help="create and fill the input topic, then stop")
     args = parser.parse_args()
     if args.seed:
@@ -48,30 +52,42 @@ def main() -> None:
         return
     spark = eos.spark_session("probe-format-connect", remote="local" if args.connect else None)
     mode = "connect" if args.connect else "classic"
+    ways = args.ways.split(",")
     for run in range(args.runs):
-        out, app = f"probe-out-{uuid.uuid4().hex[:6]}", f"probe-{uuid.uuid4().hex[:6]}"
-        testing.create_topic(args.bootstrap, out, 4)
-        config = eos.Config(bootstrap_servers=args.bootstrap, app_id=app, output_topic=out)
-        writer = eos.read_stream(spark, config, [TOPIC], maxOffsetsPerTrigger=args.batch).writeStream
-        options = {
-            "kafka.bootstrap.servers": args.bootstrap,
-            "topic": out,
-            "eos.app.id": app,
-            "eos.processing.guarantee": "exactly_once",
-            "eos.commit.every": str(args.batch),
-            "checkpointLocation": f"/tmp/probe-format-connect/{app}",
-        }
-        writer = writer.format("eos")
-        for key, value in options.items():
-            writer = writer.option(key, value)
-        started = time.perf_counter()
-        query = writer.trigger(availableNow=True).start()
-        query.awaitTermination()
-        seconds = time.perf_counter() - started
-        batches = [p for p in query.recentProgress if p["durationMs"].get("addBatch")]
-        keys = sorted({k for p in batches for k in p["durationMs"]})
-        summed = {k: sum(p["durationMs"].get(k, 0) for p in batches) for k in keys}
-        print(f"{mode} run {run}: {seconds:.2f} s, {len(batches)} batches, ms summed: {json.dumps(summed)}")
+        for way in ways if run % 2 == 0 else reversed(ways):  # interleaved, the order alternating
+            out, app = f"probe-out-{uuid.uuid4().hex[:6]}", f"probe-{uuid.uuid4().hex[:6]}"
+            testing.create_topic(args.bootstrap, out, 4)
+            config = eos.Config(
+                bootstrap_servers=args.bootstrap, app_id=app, output_topic=out, commit_every=args.batch
+            )
+            writer = eos.read_stream(spark, config, [TOPIC], maxOffsetsPerTrigger=args.batch).writeStream
+            checkpoint = f"/tmp/probe-format-connect/{app}"
+            if way == "foreachBatch":  # the same query through eos.sink: the JVM data path, no provider
+                writer = writer.foreachBatch(eos.sink(config)).option("checkpointLocation", checkpoint)
+            else:
+                options = {
+                    "kafka.bootstrap.servers": args.bootstrap,
+                    "topic": out,
+                    "eos.app.id": app,
+                    "eos.processing.guarantee": "exactly_once",
+                    "eos.commit.every": str(args.batch),
+                    "checkpointLocation": checkpoint,
+                }
+                writer = writer.format("eos")
+                for key, value in options.items():
+                    writer = writer.option(key, value)
+            started = time.perf_counter()
+            query = writer.trigger(availableNow=True).start()
+            query.awaitTermination()
+            seconds = time.perf_counter() - started
+            batches = [p for p in query.recentProgress if p["durationMs"].get("addBatch")]
+            keys = sorted({k for p in batches for k in p["durationMs"]})
+            summed = {k: sum(p["durationMs"].get(k, 0) for p in batches) for k in keys}
+            print(
+                f"{mode} {way} run {run}: {seconds:.2f} s, {len(batches)} batches,"
+                f" ms summed: {json.dumps(summed)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
