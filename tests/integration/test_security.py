@@ -134,9 +134,8 @@ def test_wrong_password_fails_fast_with_a_clear_error(spark, secured, capfd):
     assert "not-the-password" not in captured.out + captured.err
 
 
-def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commits(spark, secured):
-    local, source, output, app, _ = secured
-    config = _config(local, "bob", SASL_USERS["bob"], app, output)
+def _refused(spark, local, source: str, config: eos.Config) -> str:
+    """The error `config`'s principal gets writing `source`'s two partitions from offset 0 as one batch."""
     batch = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", local.bootstrap_servers)
@@ -144,17 +143,26 @@ def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commit
         .option("startingOffsets", json.dumps({source: {"0": 0, "1": 0}}))
         .load()
     )
-
     with pytest.raises(Exception) as excinfo:
         eos.sink(config)(batch, 0)
+    return error_text(excinfo.value)
 
-    message = error_text(excinfo.value)
+
+def _offsets(local, app: str, source: str) -> dict:
+    """The app's committed offsets of `source`'s two partitions, read as the super user."""
+    plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic="unused")
+    return group_offsets(plaintext, source, 2)
+
+
+def test_principal_without_write_on_output_gets_a_clear_error_and_nothing_commits(spark, secured):
+    local, source, output, app, _ = secured
+    config = _config(local, "bob", SASL_USERS["bob"], app, output)
+    message = _refused(spark, local, source, config)
     assert "ProduceError" in message and "authorization failed" in message.lower(), message[-3000:]
     assert output in message and f"{source}/" in message
     records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_committed", timeout=30)
     assert records == []
-    plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic=output)
-    assert group_offsets(plaintext, source, 2) == {0: None, 1: None}
+    assert _offsets(local, app, source) == {0: None, 1: None}
 
 
 @pytest.mark.parametrize("path", ["python", "jvm"])
@@ -172,21 +180,9 @@ def test_principal_without_the_transactional_id_acl_is_told_which_acl_and_nothin
     testing.produce_sequence(local.bootstrap_servers, source, 2, 10)
     grant_pipeline(local, "User:bob", source, output, app, transactional_ids=False)
     config = _config(local, "bob", SASL_USERS["bob"], app, output, data_path=path)
-    batch = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", local.bootstrap_servers)
-        .option("subscribe", source)
-        .option("startingOffsets", json.dumps({source: {"0": 0, "1": 0}}))
-        .load()
-    )
-
-    with pytest.raises(Exception) as excinfo:
-        eos.sink(config)(batch, 0)
-
-    message = error_text(excinfo.value)
+    message = _refused(spark, local, source, config)
     assert f"may not use the transactional.id '{app}:{source}:" in message, message[-3000:]
     assert f"--transactional-id {app} --resource-pattern-type prefixed" in message, message[-3000:]
     records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_uncommitted", timeout=10)
     assert records == []
-    plaintext = eos.Config(bootstrap_servers=local.bootstrap_servers, app_id=app, output_topic=output)
-    assert group_offsets(plaintext, source, 2) == {0: None, 1: None}
+    assert _offsets(local, app, source) == {0: None, 1: None}
