@@ -3,7 +3,6 @@ switched (real broker, real Spark)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from eos import testing
 from eos._names import INPUT_OFFSET_HEADER
 from examples.pipeline import count_per_key
 from tests.support.counting import changelog_mismatches
+from tests.support.summaries import read_summaries
 
 
 @pytest.mark.parametrize("guarantee", [pytest.param("exactly_once", marks=pytest.mark.long), "at_least_once"])
@@ -113,8 +113,7 @@ def test_a_guarantee_switched_after_a_kill_mid_batch_keeps_the_state_exact(
         )
 
     def guarantees() -> list[str]:
-        lines = summaries.read_text().splitlines() if summaries.exists() else []
-        return [json.loads(line)["guarantee"] for line in lines if line]
+        return [summary["guarantee"] for summary in read_summaries(summaries)]
 
     proc = run(before, EOS_PAUSE_AT=point, EOS_CRASH_ONCE_DIR=str(once))
     _wait_for(once / f"paused-{point}", proc)
