@@ -7,18 +7,15 @@ from run to run is memory the row keeps."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import eos
 from bench._common import log
 from bench._measure import PeakRss, spark_jvms, worker_rss
-from bench._rows import ROOT, Bench
+from bench._rows import Bench
 from tests.support.processes import threads_and_rss
 
 #: Spark's sink, then eos exactly_once on each data path
@@ -29,13 +26,12 @@ def memory(bench, runs: int) -> dict:
     """Each of MEMORY_ROWS in a child process of its own, one after another."""
     out: dict = {"batch_records": bench.args.batch, "records": bench.args.records, "runs_per_row": runs}
     for row in MEMORY_ROWS:
-        argv = [sys.executable, "-m", "bench.run_bench", "--child-memory", row, bench.bootstrap]
-        argv += [bench.input_topic, str(bench.args.records), str(bench.args.batch), str(runs)]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, cwd=ROOT)
-        if proc.returncode != 0:
-            out[row] = {"error": f"exited {proc.returncode}: {proc.stderr[-1500:]}"}
-        else:
-            out[row] = json.loads(proc.stdout.strip().splitlines()[-1])
+        try:
+            out[row] = bench.child(
+                "--child-memory", row, str(bench.args.records), str(bench.args.batch), str(runs)
+            )
+        except RuntimeError as exc:  # one row's failure is reported; the others still run
+            out[row] = {"error": str(exc)}
         log(f"memory {row}: {out[row]}")
     return out
 
@@ -45,7 +41,7 @@ def _rss_mib(pid: int) -> float | None:
     return None if usage is None else round(usage[1] / 2**20, 1)
 
 
-def child_memory(row: str, bootstrap: str, topic: str, records: int, batch: int, runs: int) -> dict:
+def child_memory(bootstrap: str, topic: str, row: str, records: int, batch: int, runs: int) -> dict:
     """In this process: a fresh classic Spark session, `row` run `runs` times."""
     work = Path(tempfile.mkdtemp(prefix="eos-bench-memory-", dir=os.environ.get("EOS_CACHE")))
     args = argparse.Namespace(records=records, batch=batch, out=str(work))

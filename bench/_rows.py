@@ -480,21 +480,22 @@ class Bench:
 
     # Python rows: their own process each, so nothing of the Spark driver is shared.
 
-    def _child(self, kind: str, out: str) -> dict:
-        argv = [sys.executable, "-m", "bench.run_bench", kind, self.bootstrap, self.input_topic, out]
-        argv.append(str(self.args.records))
+    def child(self, kind: str, *args: str) -> dict:
+        """`python -m bench.run_bench <kind> <bootstrap> <input topic> <args>` in a process of its own:
+        the JSON of its last line."""
+        argv = [sys.executable, "-m", "bench.run_bench", kind, self.bootstrap, self.input_topic, *args]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} exited {proc.returncode}: {proc.stderr[-1500:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     def row_python_loop_exactly_once(self, out: str) -> dict:
-        return self._child("--child-loop", out)
+        return self.child("--child-loop", out, str(self.args.records))
 
     def row_quixstreams_exactly_once(self, out: str) -> dict:
         if self.args.quix_unavailable:
             raise RuntimeError(self.args.quix_unavailable)
-        return self._child("--child-quix", out)
+        return self.child("--child-quix", out, str(self.args.records))
 
     def warm_up(self, max_runs: int = 6) -> list[dict]:
         """JVM, Python workers and connections warmed before the first measured run (not counted).

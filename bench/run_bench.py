@@ -59,8 +59,8 @@ def main() -> int:
         print(json.dumps(fn(bootstrap, topic_in, topic_out, int(records))))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--child-memory":
-        row, bootstrap, topic, records, batch, runs = sys.argv[2:8]
-        print(json.dumps(child_memory(row, bootstrap, topic, int(records), int(batch), int(runs))))
+        bootstrap, topic, row, records, batch, runs = sys.argv[2:8]
+        print(json.dumps(child_memory(bootstrap, topic, row, int(records), int(batch), int(runs))))
         return 0
     os.environ.setdefault("EOS_LOG_LEVEL", "warning")  # driver and workers: no per-batch info lines
     env = os.environ.get
