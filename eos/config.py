@@ -583,14 +583,12 @@ class Config:
             if field is not None:
                 kwargs[field] = _coerce(field, value, var)
                 continue
-            group = next(
-                (g for g in groups if var.startswith(_group_prefix(g)) and var != _group_prefix(g)), None
-            )
-            if group is None:
+            prefix = next((p for p in _GROUP_PREFIXES if var.startswith(p) and var != p), None)
+            if prefix is None:
                 raise ConfigError(var, _NOT_A_VARIABLE + did_you_mean(var, _KNOWN_VARIABLES))
-            name = var[len(_group_prefix(group)) :].lower().replace("_", ".")
+            group, name = _GROUP_PREFIXES[prefix], var[len(prefix) :].lower().replace("_", ".")
             if group != "schema_registry":
-                _client_setting(var, name, {})
+                _client_setting(var, name, ())
             groups[group][name] = value
         kwargs.update({g: v for g, v in groups.items() if v})
         return cls(**kwargs)
@@ -638,14 +636,12 @@ OWN_VARIABLES = frozenset(
 _RIG_PREFIX = "EOS_TEST_"
 _VARIABLES = {f"EOS_{name.upper()}": name for name in _SCALAR_FIELDS}
 _KNOWN_VARIABLES = [*_VARIABLES, *sorted(OWN_VARIABLES)]
+#: `EOS_KAFKA_` -> "kafka", ...: the variables of a client group's settings
+_GROUP_PREFIXES = {f"EOS_{group.upper()}_": group for group in _CLIENT_GROUPS}
 _NOT_A_VARIABLE = (
     "is not an eos setting (EOS_<SETTING>, e.g. EOS_PROCESSING_GUARANTEE; a Kafka client's setting:"
     " EOS_KAFKA_<NAME> for every client, EOS_PRODUCER_, EOS_CONSUMER_, EOS_ADMIN_, EOS_SCHEMA_REGISTRY_)"
 )
-
-
-def _group_prefix(group: str) -> str:
-    return f"EOS_{group.upper()}_"
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -17,10 +17,10 @@ TRANSACTION_LOG = "__transaction_state"
 
 def broker_settings(config: Config, names: tuple[str, ...]) -> dict[str, str]:
     """The values of `names` on one broker of the cluster (those it reports)."""
-    return _cluster(config, names)[0]
+    return _facts(config, names)[0]
 
 
-def _cluster(config: Config, names: tuple[str, ...]) -> tuple[dict[str, str], int, set[str]]:
+def _facts(config: Config, names: tuple[str, ...]) -> tuple[dict[str, str], int, set[str]]:
     """`broker_settings`, the number of brokers and the cluster's topics (none of them where the
     cluster did not answer)."""
     timeout = config.operation_timeout_ms / 1000
@@ -62,7 +62,7 @@ def check_transactions(config: Config) -> None:
     after the query started): a transaction log it can create (its replication factor and min.isr
     within the brokers there are: else no transaction ever begins, the producers waiting for a
     coordinator until they time out), and transaction_timeout_ms within transaction.max.timeout.ms."""
-    settings, brokers, topics = _cluster(config, _TRANSACTIONS)
+    settings, brokers, topics = _facts(config, _TRANSACTIONS)
     if brokers and TRANSACTION_LOG not in topics:
         for name in _TRANSACTIONS[1:]:
             needed = settings.get(name)
