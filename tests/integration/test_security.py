@@ -6,6 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from conftest import (
     error_text,
     event_log_conf,
@@ -134,17 +142,21 @@ def test_wrong_password_fails_fast_with_a_clear_error(spark, secured, capfd):
     assert "not-the-password" not in captured.out + captured.err
 
 
-def _refused(spark, local, source: str, config: eos.Config) -> str:
-    """The error `config`'s principal gets writing `source`'s two partitions from offset 0 as one batch."""
-    batch = (
+def _batch(spark, local, source: str):
+    """`source`'s two partitions from offset 0, as one batch."""
+    return (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", local.bootstrap_servers)
         .option("subscribe", source)
         .option("startingOffsets", json.dumps({source: {"0": 0, "1": 0}}))
         .load()
     )
+
+
+def _refused(spark, local, source: str, config: eos.Config) -> str:
+    """The error `config`'s principal gets writing `_batch`."""
     with pytest.raises(Exception) as excinfo:
-        eos.sink(config)(batch, 0)
+        eos.sink(config)(_batch(spark, local, source), 0)
     return error_text(excinfo.value)
 
 
@@ -172,12 +184,13 @@ def test_principal_without_the_transactional_id_acl_is_told_which_acl_and_nothin
     """bob may read, write and commit offsets for the app, but not use its transactional ids: the first
     init_transactions is refused, and the error names the ACL (WRITE and DESCRIBE on the app's
     transactional ids, prefixed) and the command that grants it, on either data path. (Before: librdkafka's
-    "Transactional Id authorization failed", or the Java client's exception.)"""
+    "Transactional Id authorization failed", or the Java client's exception.) Then the advice is followed,
+    those two ACLs and no more, and the same batch is written exactly once."""
     local = broker.require_local()
     source, output, app = names("acl-in"), names("acl-out"), names("acl-app")
     testing.create_topic(local.bootstrap_servers, source, 2)
     testing.create_topic(local.bootstrap_servers, output, 2)
-    testing.produce_sequence(local.bootstrap_servers, source, 2, 10)
+    sent = testing.produce_sequence(local.bootstrap_servers, source, 2, 10)
     grant_pipeline(local, "User:bob", source, output, app, transactional_ids=False)
     config = _config(local, "bob", SASL_USERS["bob"], app, output, data_path=path)
     message = _refused(spark, local, source, config)
@@ -186,3 +199,22 @@ def test_principal_without_the_transactional_id_acl_is_told_which_acl_and_nothin
     records, _ = testing.read_topic(local.bootstrap_servers, output, isolation="read_uncommitted", timeout=10)
     assert records == []
     assert _offsets(local, app, source) == {0: None, 1: None}
+
+    granted = [  # what the message says to grant, as kafka-acls.sh would
+        AclBinding(
+            ResourceType.TRANSACTIONAL_ID,
+            app,
+            ResourcePatternType.PREFIXED,
+            "User:bob",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )  # fmt: skip
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
+    ]
+    admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})  # ANONYMOUS is a super user
+    for future in admin.create_acls(granted).values():
+        future.result(30)
+    eos.sink(config)(_batch(spark, local, source), 0)
+    result = testing.verify_exactly_once(local.bootstrap_servers, output, testing.flatten(sent))
+    assert result.exactly_once, result
