@@ -9,7 +9,9 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-#: (row id, label), in report order; row 1 is the baseline every ratio is computed against.
+#: (row id, label), in report order, which is the order a round runs them in (reversed every other round):
+#: rows a target compares sit side by side (3j, 3f, 3fc), so that the machine's drift over a round
+#: falls on both alike. Row 1 is the baseline every ratio is computed against.
 ROWS: tuple[tuple[str, str], ...] = (
     ("spark_kafka_sink", "1 Spark .format('kafka') sink, at-least-once"),
     ("eos_at_least_once", "2 eos at_least_once"),
@@ -25,13 +27,13 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_arrow50k", "3a row 3 with Arrow batches of 50,000 rows (default 10,000)"),
     ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
     ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
+    ("eos_exactly_once_format_python", "3fp row 3f as a Python data source (eos.data.path=python)"),
+    ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
     (
         "eos_exactly_once_format",
         "3f eos exactly_once, writeStream.format('eos') (classic: the JVM data path)",
     ),
-    ("eos_exactly_once_format_python", "3fp row 3f as a Python data source (eos.data.path=python)"),
     ("eos_exactly_once_format_connect", "3fc row 3f under Spark Connect (eos's process in the server)"),
-    ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
     ("eos_at_least_once_jvm", "2j eos at_least_once, the JVM data path"),
     ("eos_exactly_once_jvm_connect", "3jc row 3j under Spark Connect (eos's plugin in the server)"),
     ("eos_exactly_once_jvm_small_batch", "3js row 3j, a tenth of the batch (what 1s compares with)"),
