@@ -843,6 +843,24 @@ def constructor(cls: type) -> str:
     return str(signature.replace(parameters=params, return_annotation=inspect.Signature.empty))
 
 
+def call_lines(name: str, params: str, width: int = 84) -> list[str]:
+    """`name(params)` on one line, or one parameter a line where that is wider than the docs site's
+    content column shows code (`width`)."""
+    if len(name) + len(params) <= width:
+        return [f"{name}{params}"]
+    parts, depth, current = [], 0, ""
+    for char in params[1:-1]:  # split on the top level's commas only
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    parts.append(current.strip())
+    return [f"{name}(", *(f"    {part}," for part in parts), ")"]
+
+
 def _slug(name: str) -> str:
     return name.lower()
 
@@ -893,7 +911,7 @@ def errors_page() -> str:
         where = f"`eos.{cls.__name__}`" if cls.__name__ in exported else f"`eos.errors.{cls.__name__}`"
         out += [f"## {code(cls.__name__)}", "", f"Base: {bases}. Import: {where}.", ""]
         if "__init__" in vars(cls):
-            out += ["```python", f"{cls.__name__}{constructor(cls)}", "```", ""]
+            out += ["```python", *call_lines(cls.__name__, constructor(cls)), "```", ""]
         if summaries.get(cls.__name__):
             out += [f"*In the hierarchy:* {md(summaries[cls.__name__])}", ""]
         out += [paragraphs(cls.__doc__) if cls.__doc__ else "*No docstring in the code.*", ""]

@@ -168,6 +168,41 @@ def test_no_table_is_split_by_a_blank_line():
     assert not {k: v for k, v in found.items() if v}, "a blank line inside a table"
 
 
+#: characters of code the docs site's content column shows at 1280 px beside both sidebars; a longer
+#: line is cut off behind a scroll bar
+CODE_COLUMNS = 84
+#: blocks that show what a command printed: kept as printed, they scroll
+VERBATIM = {"text", "console", "log"}
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+
+
+def long_code_lines(text: str, limit: int = CODE_COLUMNS) -> list[int]:
+    """Lines (1-based) of code a reader copies (Python, bash, JSON, no language given...) longer than
+    `limit`: not the blocks of VERBATIM output."""
+    found, fence, language = [], None, ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = FENCE.match(line)
+        if match and fence is None:
+            fence, language = match.group(2), match.group(3)
+        elif match and match.group(2).startswith(fence) and not line.strip()[len(match.group(2)) :]:
+            fence = None
+        elif fence is not None and language not in VERBATIM and len(line) > limit:
+            found.append(number)
+    return found
+
+
+def test_no_code_line_is_wider_than_the_content_column():
+    assert long_code_lines("```python\n" + "x" * 85 + "\n```\n" + "y" * 90) == [2]
+    assert long_code_lines("```text\n" + "x" * 85 + "\n```\n```\n" + "z" * 85 + "\n```") == [5]
+    assert long_code_lines("    ```bash\n    " + "x" * 84 + "\n    ```") == [2]
+    found = {
+        str(p.relative_to(ROOT)): long_code_lines(p.read_text())
+        for p in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    }
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"code lines over {CODE_COLUMNS} characters (wrap them): {found}"
+
+
 def test_the_api_page_documents_every_exported_name():
     """docs/reference/api.md lists its names by hand, grouped by use: a name added to `eos.__all__` must
     get a place there (an exception class: the generated Errors page has every one)."""
