@@ -33,7 +33,23 @@ def write(
     part they committed. The rows are written in `config.parts` parts as `input_mode="any"` writes a
     micro-batch (whatever `config.input_mode` says), under the app id `<app_id>.job.<job_id>`: its own
     progress topic (`eos parts show --app <app_id> --job <job_id>`), group and transactional ids. Returns
-    the job's BatchSummary."""
+    the job's BatchSummary.
+
+    Parameters:
+
+    - `df`: the batch DataFrame to write; a streaming one is refused (write it with
+      `df.writeStream.foreachBatch(eos.sink(config))`). Its columns are checked as a micro-batch's are.
+    - `config`: the `eos.Config` of the app the job belongs to; its `input_mode` is not used (the rows
+      are always written in parts).
+    - `job_id`: names the job: letters, digits, `.`, `_` or `-`, none of its dot-separated words `job`,
+      and `<app_id>.job.<job_id>` at most 200 characters. A re-run with the same id finishes the job.
+    - `process`: a function `process(row, state)` per row, as `eos.sink`'s; `state` has no stores here.
+      None (the default): each row is itself the output.
+    - `process_batch`: instead of `process` (not both), a function `process_batch(batch, state)` per
+      Arrow record batch of a part's rows, as `eos.sink`'s.
+    - `on_commit`: called with an `eos.Commit` on the executor after each part is committed; its
+      `topic` is the job's progress topic and its `partition` the part. None: nothing is called.
+    """
     if getattr(df, "isStreaming", False):
         raise ConfigError(
             "df", "is a streaming DataFrame: write it with df.writeStream.foreachBatch(eos.sink(config))"

@@ -21,6 +21,26 @@ Headers = list[tuple[str, bytes | None]]
 
 @attrs.define(slots=True)
 class Output:
+    """One output record, as `process` returns it (a mapping with the same field names, or a bare
+    `bytes` or `str` value, is taken as one too).
+
+    Parameters:
+
+    - `value`: the record's value: `bytes`, or `str` (written as UTF-8); None writes a null value (a
+      tombstone). With a `value_serializer`, any value its schema describes (a dict for a record, ...).
+    - `key`: the record's key, as `value` is (with a `key_serializer`, as its schema describes). None
+      (the default): no key.
+    - `headers`: the record's headers, as (name, value) pairs or a mapping of name to value; each value
+      `bytes`, `str` (written as UTF-8) or None. None (the default): no headers.
+    - `topic`: the topic to write the record to. None (the default): the row's `output_topic_column`
+      where one is set, else the configured `output_topic`.
+    - `partition`: the partition to write the record to, an int >= 0. None (the default): the row's
+      `output_partition_column` where one is set, else the producer's partitioner picks one.
+    - `timestamp`: the record's timestamp: epoch milliseconds, or a `datetime` (a naive one is local
+      time). None (the default): the row's `output_timestamp_column` where one is set, else the
+      producer's clock.
+    """
+
     value: bytes | str | None
     key: bytes | str | None = None
     headers: Headers | Mapping[str, bytes | str | None] | None = None

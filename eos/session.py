@@ -45,6 +45,20 @@ def spark_session(
     apply. Elsewhere the connector jars for the installed PySpark come from `make setup`
     (`$EOS_CACHE/spark-jars/<version>`, Scala 2.12 for Spark 3.5, 2.13 for 4.x); without them, Spark
     resolves the same connector from Maven itself (`spark.jars.packages`).
+
+    Parameters:
+
+    - `app_name`: the session's `spark.app.name` (default "eos"); not used for a session to a running
+      Connect server (`remote="sc://..."`).
+    - `master`: the Spark master URL of a classic or `remote="local"` session. None (the default):
+      `EOS_SPARK_MASTER` if set, else the one `spark-submit` gave, else `local[*, 4]`. Not used with
+      `remote="sc://..."`, nor with `remote="local[2]"` and the like, whose master is that string.
+    - `conf`: more Spark settings, applied after eos's own (`spark.ui.enabled=false`,
+      `spark.sql.shuffle.partitions`, `spark.redaction.regex`, the connector jars, ...), so a key given
+      here replaces eos's value (under `remote="local"`, the Connect server's plugin, address and token
+      settings stay eos's). For `remote="sc://..."` they are set on the Connect session.
+    - `remote`: where to run Spark Connect (above); None (the default): `SPARK_REMOTE` if set, else a
+      classic session.
     """
     import pyspark
     from pyspark.sql import SparkSession
@@ -203,7 +217,15 @@ def starting_offsets(config: Config, topics: Sequence[str]) -> str:
     earliest or latest offset (`starting_offsets`), resolved here and committed for the group (stamped as
     eos's own): every batch then has a committed offset to check its rows against, the first too, which
     a sink that cannot regroup needs (`format("eos")`, `foreach_writer`: a task holding a later piece of
-    a split partition looks for the input between the committed offset and its first row)."""
+    a split partition looks for the input between the committed offset and its first row).
+
+    Parameters:
+
+    - `config`: the `eos.Config` whose brokers and `app_id` (the consumer group) are read, and whose
+      `starting_offsets` ("earliest" or "latest") places a partition the group has no offset for.
+    - `topics`: the input topics; every partition of each is included, and a missing topic raises
+      TopicNotFoundError.
+    """
     counts = _topics.require(config, topics, "input")
     tps = [(t, p) for t in topics for p in range(counts[t])]
     # Not require-stable: a transaction left open by a crashed driver would hold the answer back for up to
@@ -237,6 +259,18 @@ def read_stream(spark, config: Config, topics: Sequence[str], **options: Any):
     (docs/design.md, "The headers column").
     `startingOffsets` applies only when the query's checkpoint is new; Spark resumes from the checkpoint
     otherwise, and eos skips whatever the group has already committed.
+
+    Parameters:
+
+    - `spark`: the SparkSession to read with (classic or Spark Connect).
+    - `config`: the `eos.Config` of the app that writes the stream: its `bootstrap_servers` and shared
+      `kafka` settings become the source's `kafka.*` options (SASL and TLS settings translated for
+      Spark's Java client), and `startingOffsets` comes from its consumer group (`app_id`), as
+      `eos.starting_offsets(config, topics)` gives it.
+    - `topics`: the input topics, subscribed to (`subscribe`); each must exist.
+    - `options`: Spark Kafka source options, each value passed as a string. They replace eos's options
+      of the same name (`startingOffsets`, `subscribe`, a `kafka.*` option), except
+      `kafka.isolation.level`, which stays `read_committed`.
     """
     start = starting_offsets(config, topics)
     log = get_logger("eos.session", app_id=config.app_id)
@@ -292,6 +326,19 @@ def register(
     The options carry credentials (`kafka.sasl.jaas.config`, `eos.schema.registry.basic.auth.user.info`,
     ...) into Spark's plans: `spark`'s `spark.sql.redaction.options.regex` is extended to hide them
     (`_hide_secret_options`).
+
+    Parameters:
+
+    - `spark`: the SparkSession (PySpark 4.0 or later) the data source is registered with.
+    - `name`: the name queries give `format()`, default "eos". A sink with functions usually takes a
+      name of its own, as above.
+    - `process`: a function `process(row, state)` per input row, as `eos.sink`'s. None (the default):
+      each row is itself the output.
+    - `stores`: the state stores the functions may use, as `eos.sink`'s.
+    - `on_commit`: called with an `eos.Commit` on the executor after each commit, as `eos.sink`'s.
+    - `process_batch`: instead of `process` (not both), a function `process_batch(batch, state)` per
+      Arrow record batch, as `eos.sink`'s.
+    - `metrics_port`: as above. None (the default): no listener is added.
     """
     import pyspark
 

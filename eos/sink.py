@@ -73,6 +73,30 @@ class Sink:
 
     Under Spark Connect the server runs a pickled copy of the sink: `history` is kept there, so read
     the figures through `on_batch` (or the `batch written` log event) instead.
+
+    Parameters:
+
+    - `config`: the `eos.Config` the sink writes with: brokers, app id, output topic, guarantee and
+      every other setting.
+    - `process`: a function `process(row, state)` called once per input row, returning what to write
+      for it: None (nothing), an `eos.Output`, a mapping with `Output`'s field names, a `bytes` or `str`
+      value, or an iterable of these. `row` has the batch's columns (`row.value`, `row["key"]`,
+      `row.asDict()`); `state` is an `eos.State`. None (the default): each row is itself the output, its
+      `value`, `key` and `headers` columns written as Spark's Kafka sink writes them.
+    - `stores`: the state stores `process` or `process_batch` may use, by name: each an
+      `eos.StoreSpec`, or a value serde name ("json", "str", "bytes") for a StoreSpec with a str key.
+      A name is 1-100 letters, digits, `.`, `_` or `-` (it names the store's changelog topic and
+      files). Needs a function; not available with `input_mode="any"`.
+    - `on_commit`: called with an `eos.Commit` on the executor after each committed transaction (under
+      at_least_once, each offset commit) of an input topic-partition. None: nothing is called.
+    - `process_batch`: instead of `process` (not both), a function `process_batch(batch, state)`
+      called per `pyarrow.RecordBatch` of one input partition's rows, returning a pyarrow RecordBatch
+      or Table whose columns are `Output`'s fields (`value` required; `key`, `headers`, `topic`,
+      `partition`, `timestamp`), or None for no output.
+    - `on_batch`: called with the batch's `eos.BatchSummary` on the driver (the Connect server under
+      Spark Connect) after each batch is written. None: nothing is called.
+    - `history_size`: how many of the most recent batch summaries `history` keeps, a positive integer
+      (default 1000).
     """
 
     def __init__(

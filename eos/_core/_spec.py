@@ -23,7 +23,24 @@ ProcessBatch = Callable[[pa.RecordBatch, Any], Any]
 @attrs.frozen
 class Commit:
     """What `on_commit` receives after each committed transaction (or at_least_once offset commit)
-    of one input topic-partition, on the executor (Samza's checkpoint listener)."""
+    of one input topic-partition, on the executor (Samza's checkpoint listener).
+
+    Fields:
+
+    - `app_id`: the app's `app_id` (for `eos.write`, the job's `<app_id>.job.<job_id>`).
+    - `topic`: the input topic. Where rows are written in parts (`input_mode="any"`, `eos.write`), the
+      app's progress topic, `<app_id>-eos-parts`.
+    - `partition`: the input partition (in parts: the part's number).
+    - `offset`: the committed input offset: the next record to process (in parts: the batch id + 1).
+    - `batch_id`: the Spark micro-batch id (the epoch id under `eos.foreach_writer`, 0 for `eos.write`).
+    - `transactional_id`: the producer's `transactional.id` that committed; None under at_least_once.
+    - `records`: the input records the transaction covered, dead letters included.
+    - `outputs`: the output records it committed (not counting dead letters).
+    - `seconds`: how long the commit took: the state changelog sent, the producer flushed and its
+      deliveries checked, the offset committed, the local state stores updated.
+    - `dead_letters`: of `records`, how many went to the dead-letter topic instead
+      (`on_error="dead_letter"`).
+    """
 
     app_id: str
     topic: str

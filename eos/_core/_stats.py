@@ -105,6 +105,55 @@ def totals(stats: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 @attrs.frozen
 class BatchSummary:
+    """What one batch did, summed over its input partitions: what `on_batch` receives, `eos.write`
+    returns, `Sink.history` keeps and a `MetricsListener` hands `on_progress`; logged as `batch written`.
+
+    Fields:
+
+    - `batch_id`: the Spark micro-batch id (0 for `eos.write`).
+    - `guarantee`: the `processing_guarantee` it was written with, "exactly_once" or "at_least_once".
+    - `partitions`: how many input partitions the batch's tasks wrote (with `input_mode="any"` and
+      `eos.write`: how many parts).
+    - `records_in`: the input records the tasks received, those skipped included.
+    - `records_out`: the output records committed (dead letters are counted in `dead_letters`).
+    - `skipped`: input records skipped as already committed (a batch run again after a failure).
+    - `transactions`: transactions committed (at_least_once: offset commits).
+    - `aborted`: transactions aborted, after an error or while finding a record a broker refused.
+    - `redos`: transactions written again after an abort.
+    - `producers_replaced`: producers thrown away for a fresh one during the batch (fenced by another
+      writer, a transaction in doubt, a failed delivery, a kept producer no longer current).
+    - `producers_created`: fresh producers the tasks started with, where their worker kept none for the
+      partition's `transactional.id`.
+    - `restored`: state records read back from changelog topics to rebuild stores.
+    - `commit_ms_max`: the longest single commit of the batch, in milliseconds.
+    - `seconds`: the batch's time on the driver from its start to its summary, in seconds (for a
+      `MetricsListener`, Spark's `addBatch` duration).
+    - `per_partition`: each input partition's (or part's) figures as a dict: its `topic`, `partition`,
+      `transactional_id`, the counts above, `first_offset` and `last_offset`, its time figures, ...
+      Left out of `as_dict()` and of the repr.
+    - `regrouped`: whether the rows went through a shuffle before they were written: by topic and
+      partition, sorted by offset, where Spark's partitions did not each hold one input partition in
+      offset order; into parts, always, with `input_mode="any"` and `eos.write`. Always False for a
+      `MetricsListener`.
+    - `dead_letters`: bad records committed to the dead-letter topic (`on_error="dead_letter"`).
+    - `snapshots_restored`: stores rebuilt from a snapshot (`state_snapshot_location`) and the tail of
+      their changelog.
+    - `snapshots_taken`: store snapshots written to `state_snapshot_location`.
+    - `placed`: input partitions whose task ran on the executor eos placed it on (`task_affinity`).
+    - `steps`: where the tasks' time went, in milliseconds summed over the partitions, by name:
+      `seconds` (all of it), `start_seconds` (starting: producer, committed offset, state stores),
+      `init_seconds` (init_transactions of fresh producers), `offsets_seconds` (reading committed
+      offsets), `check_seconds` (checking a kept producer is still current), `commit_seconds_total`
+      (commits), `flush_seconds` (flushes and delivery reports), `send_offsets_seconds` (the offsets sent
+      into the transactions), `end_seconds` (commit_transaction).
+    - `driver`: where the sink's time on the driver went, in milliseconds: `layout_ms` (checking the
+      batch's columns), `topics_ms` (checking the topics and the cluster), `lineage_ms` (finding which
+      Kafka partition each Spark partition read), `job_ms` (the Spark job that writes); the keys the
+      batch's path took. Empty for a `MetricsListener`.
+    - `data_path`: which code wrote the rows: "python" (the Python workers) or "jvm" (the executors'
+      Kafka client; the `data_path` setting).
+    """
+
     batch_id: int
     guarantee: str
     partitions: int

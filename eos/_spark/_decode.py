@@ -40,7 +40,23 @@ def from_confluent_avro(
     Records written with any other registered schema compatible with it are resolved to it (Avro's
     schema evolution). `registry`: its URL, confluent-kafka's client settings (`url`,
     `basic.auth.user.info`, ...) or an `eos.Config`. `coordinates`: the columns naming a record in
-    errors (the Kafka source's; None where the DataFrame has none)."""
+    errors (the Kafka source's; None where the DataFrame has none).
+
+    Parameters:
+
+    - `data`: the column of Confluent-framed Avro bytes, by name or as a Column (e.g. "value").
+    - `registry`: the Schema Registry: its URL, a mapping of confluent-kafka's client settings with
+      `url`, or an `eos.Config` (its `schema_registry` settings).
+    - `schema`: the reader schema as Avro JSON text; give it or `subject`, not both.
+    - `subject`: the registry subject whose schema is the reader schema, fetched on the driver when the
+      column is made; give it or `schema`, not both.
+    - `version`: the version of `subject` to use, only with `subject`; None (the default): its latest.
+    - `mode`: what a record that cannot be read does (any case): "FAILFAST" (the default) fails the
+      query with DeserializationError naming the record and why; "PERMISSIVE" gives null for it.
+    - `coordinates`: the names of the topic, partition and offset columns that a FAILFAST error names
+      the record by; default the Kafka source's ("topic", "partition", "offset"). None where the
+      DataFrame has no such columns. Not used in PERMISSIVE mode.
+    """
     settings = _decoders.registry_settings(registry)
     if (schema is None) == (subject is None):
         raise ConfigError(
@@ -66,7 +82,18 @@ def from_confluent_protobuf(
     """Confluent-framed Protobuf in column `data` as a struct of `message`, the import path of the
     generated message class (`orders_pb2.Order`, importable on the workers too). No registry is asked:
     Protobuf's field numbers carry its evolution, and the framing's message index is read from the
-    bytes."""
+    bytes.
+
+    Parameters:
+
+    - `data`: the column of Confluent-framed Protobuf bytes, by name or as a Column (e.g. "value").
+    - `message`: the import path of the generated message class, `module.Class`.
+    - `mode`: what a record that cannot be read does (any case): "FAILFAST" (the default) fails the
+      query with DeserializationError naming the record and why; "PERMISSIVE" gives null for it.
+    - `coordinates`: the names of the topic, partition and offset columns that a FAILFAST error names
+      the record by; default the Kafka source's ("topic", "partition", "offset"). None where the
+      DataFrame has no such columns. Not used in PERMISSIVE mode.
+    """
     return _column(Reading("protobuf", (), message), data, mode, coordinates)
 
 
@@ -80,7 +107,18 @@ def from_confluent_json(
     """Confluent-framed JSON Schema data in column `data` as a struct of `schema` (JSON Schema text:
     objects, arrays, strings, integers, numbers, booleans). The body is parsed as JSON, not validated
     against the writer's schema; a value that does not fit the reader's Spark type is a record that
-    cannot be read."""
+    cannot be read.
+
+    Parameters:
+
+    - `data`: the column of Confluent-framed JSON bytes, by name or as a Column (e.g. "value").
+    - `schema`: the reader's JSON Schema, as text; the struct's Spark type is made from it.
+    - `mode`: what a record that cannot be read does (any case): "FAILFAST" (the default) fails the
+      query with DeserializationError naming the record and why; "PERMISSIVE" gives null for it.
+    - `coordinates`: the names of the topic, partition and offset columns that a FAILFAST error names
+      the record by; default the Kafka source's ("topic", "partition", "offset"). None where the
+      DataFrame has no such columns. Not used in PERMISSIVE mode.
+    """
     return _column(Reading("json_schema", (), schema), data, mode, coordinates)
 
 

@@ -141,7 +141,17 @@ class MetricsListener(StreamingQueryListener):
     with Spark's StreamingQueryProgress and eos's BatchSummary of the batch.
     `spark.streams.addListener(eos.MetricsListener(9108))`.
 
-    Queries of `foreachBatch(eos.sink(config))` are left to the sink (its `metrics_port`, `on_batch`)."""
+    Queries of `foreachBatch(eos.sink(config))` are left to the sink (its `metrics_port`, `on_batch`).
+
+    Parameters:
+
+    - `port`: the port to serve the metrics on, 0-65535; default 0: recorded in prometheus_client's
+      registry, not served. Needs prometheus_client (`pip install 'eos-spark[metrics]'`).
+    - `on_progress`: called with Spark's StreamingQueryProgress and eos's `BatchSummary` of each batch of
+      an eos query; an exception it raises is logged, not raised. None (the default): nothing is called.
+    - `field`: the setting a ConfigError about the port names, default "port"; eos gives "metrics_port"
+      where that setting created the listener.
+    """
 
     def __init__(self, port: int = 0, on_progress: OnProgress | None = None, *, field: str = "port") -> None:
         self.port = port_number(port, field)

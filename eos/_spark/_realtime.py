@@ -51,7 +51,22 @@ class ForeachWriter:
     """A Spark ForeachWriter that writes each input partition's rows of an epoch exactly once (see the
     module). `process(row, state)`, `stores` and `on_commit` are `eos.sink`'s. `input_filtered`: the
     query drops input rows on purpose before the writer, so a gap between the committed offset and a
-    task's first row is no sign of input another task holds (`format("eos")`'s `eos.input.filtered`)."""
+    task's first row is no sign of input another task holds (`format("eos")`'s `eos.input.filtered`).
+
+    Parameters:
+
+    - `config`: the `eos.Config` the writer writes with. Schema Registry serializers (`value_serializer`,
+      `key_serializer`) are refused here: encode in `process`. With `metrics_port`, create the writer in
+      the driver of a classic Spark session (its figures travel in a Spark accumulator).
+    - `process`: a function `process(row, state)` per input row, as `eos.sink`'s (there is no
+      `process_batch` here). None (the default): each row is itself the output.
+    - `stores`: the state stores `process` may use, as `eos.sink`'s.
+    - `on_commit`: called with an `eos.Commit` on the executor after each commit, as `eos.sink`'s.
+    - `input_filtered`: True where the query drops input rows on purpose before the writer: a gap in a
+      task's offsets (after the committed offset, or between its rows) is then taken for dropped rows,
+      not checked for input another task holds. Default False: a gap that holds input records fails the
+      task (InputOrderError).
+    """
 
     def __init__(
         self,

@@ -12,14 +12,33 @@ from eos.state._serdes import BytesSerde, Serde, StrSerde, as_serde
 
 @attrs.frozen
 class StoreSpec:
-    """How one named store serializes its keys and values."""
+    """How one named store serializes its keys and values.
+
+    Parameters:
+
+    - `key_serde`: how keys become bytes: "str" (the default: text as UTF-8; a bytes key, as Kafka keys
+      arrive, is stored as it is where it is UTF-8 text), "bytes" (bytes as they are), "json", or any
+      object with `dumps(obj) -> bytes` and `loads(data) -> obj` methods.
+    - `value_serde`: how values become bytes, with the same choices; default "json" (compact JSON with
+      sorted keys).
+    """
 
     key_serde: Serde = attrs.field(default="str", converter=as_serde)
     value_serde: Serde = attrs.field(default="json", converter=as_serde)
 
 
 class Store:
-    """One named store of one input topic-partition, as `process` sees it."""
+    """One named store of one input topic-partition, as `process` sees it.
+
+    eos builds the stores; a function gets one from its `state` (`state.store("counts")`).
+
+    Parameters:
+
+    - `name`: the store's name, as the sink's `stores` declares it.
+    - `spec`: its `eos.StoreSpec`, whose serdes turn keys and values into bytes.
+    - `backend`: the store's data for this input partition and its writes not yet committed, kept in
+      SQLite or RocksDB as the `state_store` setting says.
+    """
 
     def __init__(self, name: str, spec: StoreSpec, backend) -> None:
         self.name = name
@@ -96,7 +115,14 @@ class Store:
 
 
 class State:
-    """The stores of one input topic-partition."""
+    """The stores of one input topic-partition.
+
+    eos builds it and hands it to `process` and `process_batch` as their `state`.
+
+    Parameters:
+
+    - `stores`: the partition's `eos.Store`s by name; `store(name)` (or `state[name]`) returns one.
+    """
 
     def __init__(self, stores: dict[str, Store]) -> None:
         self._stores = stores

@@ -225,3 +225,34 @@ def test_the_api_page_documents_every_exported_name():
         and issubclass(getattr(eos, n), BaseException)
         and f"## `{n}`" not in errors
     ]
+
+
+def test_the_api_page_describes_every_parameter():
+    """Each parameter (or attrs field) of a name docs/reference/api.md renders is named in backticks in
+    its docstring, which the page shows as written. Config's settings are on the Configuration page."""
+    import inspect
+
+    import eos
+
+    page = (DOCS / "reference" / "api.md").read_text()
+    undescribed = {}
+    for name in re.findall(r"^::: eos\.(\w+)", page, re.M):
+        obj = getattr(eos, name)
+        if obj is eos.Config or not callable(obj):
+            continue
+        try:
+            parameters = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            continue
+        doc = obj.__doc__ or ""
+        if inspect.isclass(obj) and obj.__init__ is not object.__init__:
+            doc += obj.__init__.__doc__ or ""
+        missing = [
+            p
+            for p, parameter in parameters.items()
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or p == "options"
+            if not re.search(rf"`{p}[`=:(]", doc)
+        ]
+        if missing:
+            undescribed[name] = missing
+    assert not undescribed, f"parameters the API page does not describe: {undescribed}"
