@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eos._registry._serializers import client_of, library, per_process, settings_key
+from eos._registry._serializers import client_of, http_errors, library, per_process, settings_key
 from eos.config import redact_url
 from eos.errors import ConfigError, SchemaRegistryError
 
@@ -271,8 +271,6 @@ def avro_bundle(
     in the order they define their named types, then the schema): by id, or a subject's version (the
     latest if None). Raises _Bad for an id or subject the registry does not have or that is not Avro;
     SchemaRegistryError when the registry refuses or cannot be reached."""
-    import httpx
-
     sr = library()
     where = f"schema id {schema_id}" if schema_id is not None else f"subject {subject!r}"
     try:
@@ -302,7 +300,7 @@ def avro_bundle(
             status=exc.http_status_code,
             error_code=exc.error_code,
         ) from None
-    except (httpx.HTTPError, OSError) as exc:
+    except (*http_errors("HTTPError"), OSError) as exc:
         raise SchemaRegistryError(
             f"the Schema Registry did not answer the look-up of {where}: {exc}", subject=subject
         ) from None

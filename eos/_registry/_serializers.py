@@ -59,6 +59,22 @@ def library() -> Any:
     return schema_registry
 
 
+def http_errors(*names: str) -> tuple[type[BaseException], ...]:
+    """The exception classes `names` (e.g. "HTTPError") of the HTTP library the registry client raises
+    from: confluent-kafka 2.16+ imports `httpx2` on Python 3.10+ where earlier versions import `httpx`;
+    both are taken where both are installed."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module in ("httpx2", "httpx"):
+        try:
+            http = importlib.import_module(module)
+        except ImportError:
+            continue
+        found += [getattr(http, name) for name in names]
+    return tuple(found)
+
+
 @attrs.frozen
 class FieldSpec:
     """What the config says of one field's serializer."""
@@ -207,8 +223,6 @@ def _where(config: Config) -> str:
 
 def _translate(exc: Exception, config: Config, spec: FieldSpec, subject: str) -> SchemaRegistryError | None:
     """The SchemaRegistryError for what the client raised; None for what is not the registry's."""
-    import httpx
-
     sr = library()
     where = _where(config)
     if isinstance(exc, sr.SchemaRegistryError):
@@ -236,9 +250,9 @@ def _translate(exc: Exception, config: Config, spec: FieldSpec, subject: str) ->
         else:
             text = f"{where} refused subject {subject!r}: HTTP {status}, error {code}: {message}"
         return SchemaRegistryError(text, subject=subject, status=status, error_code=code)
-    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+    if isinstance(exc, http_errors("UnsupportedProtocol", "InvalidURL")):
         raise ConfigError("schema_registry.url", f"{_where(config)}: {exc}") from None
-    if isinstance(exc, httpx.HTTPError | OSError):
+    if isinstance(exc, (*http_errors("HTTPError"), OSError)):
         return SchemaRegistryError(
             f"{where} did not answer for subject {subject!r}: {type(exc).__name__}: {exc}", subject=subject
         )
