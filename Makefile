@@ -36,7 +36,7 @@ JVM_SOURCES := $(wildcard eos/_spark/jvm/*.java)
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
 .PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos soak \
-  matrix dist clean docs
+  matrix dist clean docs screenshots
 
 setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP) $(PLACEMENT_JAR)
 
@@ -119,6 +119,11 @@ long-test: setup $(JVM_ARCHIVE)
 docs: $(PY_STAMP)
 	$(BIN)/python docs/gen_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
+# The built site's first pages at 1280 px, shot by headless Chromium into docs/assets/screenshots/
+# (needs `chromium` on PATH; Debian: apt-get install -y chromium).
+screenshots: docs
+	$(BIN)/python docs/screenshots.py
 
 # ruff, then the import rules between eos's layers (pyproject.toml's [tool.importlinter]).
 lint: setup
