@@ -173,7 +173,7 @@ def test_no_table_is_split_by_a_blank_line():
 CODE_COLUMNS = 84
 #: blocks that show what a command printed: kept as printed, they scroll
 VERBATIM = {"text", "console", "log"}
-FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+-]*)")
 
 
 def long_code_lines(text: str, limit: int = CODE_COLUMNS) -> list[int]:
@@ -183,8 +183,8 @@ def long_code_lines(text: str, limit: int = CODE_COLUMNS) -> list[int]:
     for number, line in enumerate(text.splitlines(), start=1):
         match = FENCE.match(line)
         if match and fence is None:
-            fence, language = match.group(2), match.group(3)
-        elif match and match.group(2).startswith(fence) and not line.strip()[len(match.group(2)) :]:
+            fence, language = match.group(1), match.group(2)
+        elif match and match.group(1).startswith(fence) and not line.strip()[len(match.group(1)) :]:
             fence = None
         elif fence is not None and language not in VERBATIM and len(line) > limit:
             found.append(number)
