@@ -41,9 +41,13 @@ pytestmark = pytest.mark.skipif(
 PARTITIONS = 4
 
 
-# Connect: `make chaos`, as is the foreachBatch driver kill under Connect (test_driver_process.py).
+# `make chaos` (long-test) only, ~35 s each: make test's 15 minutes. Its twins there: format("eos")'s
+# driver SIGKILL mid-batch, its ledger and skips (the data path switch below); a classic stateful query's
+# driver SIGKILLed mid-batch (test_state_restores.py's upgrade); a Python worker's SIGKILL between produce
+# and offsets in a stateful query (test_state.py's crash points).
 @pytest.mark.slow
-@pytest.mark.parametrize("api", ["classic", pytest.param("connect", marks=pytest.mark.long)])
+@pytest.mark.long
+@pytest.mark.parametrize("api", ["classic", "connect"])
 def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp_path, api):
     """The stateful running count through format("eos"); the driver's process group is SIGKILLed
     right after a transaction of a batch committed while others were being written, and a Python

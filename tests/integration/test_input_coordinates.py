@@ -82,8 +82,10 @@ def _nothing_wrong_committed(spark, bootstrap, config, source, output, sent):
         # Connect: `make chaos` (14 s; a clean clone of 154be98 took 16 min 42 s on a slow day);
         # test_sink's Connect tests run step 3a there
         pytest.param("foreachBatch-connect", marks=pytest.mark.long),
-        pytest.param("format_eos", marks=_FORMAT_EOS),
-        "foreach_writer",
+        # `make chaos`: on a classic session it takes the JVM data path, whose check (PassThrough.java)
+        # foreachBatch-classic runs in make test
+        pytest.param("format_eos", marks=[_FORMAT_EOS, pytest.mark.long]),
+        "foreach_writer",  # the Python path's check (eos/_core/_input.py)
     ],
 )
 def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_written(
@@ -116,7 +118,8 @@ def test_a_partition_column_set_for_the_output_fails_before_anything_of_it_is_wr
     ("column", "sql", "source_options"),
     [
         ("offset", "offset + 1", {}),
-        ("topic", "'elsewhere'", {}),
+        # `make chaos`: the same check as the offset's, on another column
+        pytest.param("topic", "'elsewhere'", {}, marks=pytest.mark.long),
         # split by the source: the sink regroups, each row tagged with the Spark partition it was read in
         ("partition", "0", {"minPartitions": "8"}),
         # a shuffle in the query: the lineage names only the ranges the batch read; eos_input names the rows

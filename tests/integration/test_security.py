@@ -60,7 +60,9 @@ def _config(local, user, password, app, output, **kw):
     )
 
 
-@pytest.mark.parametrize("path", ["python", "jvm"])
+# The Python path: make chaos (long-test); make test runs it over TLS and OAUTHBEARER (test_tls.py,
+# test_oauth.py), and this SASL/PLAIN run on the JVM data path, which the others do not take.
+@pytest.mark.parametrize("path", [pytest.param("python", marks=pytest.mark.long), "jvm"])
 def test_correct_credentials_run_the_pipeline_and_secrets_stay_out_of_logs(secured, tmp_path, path):
     """The example pipeline as its own driver process, credentials from EOS_KAFKA_* variables; its
     whole stderr (driver, JVM, executors' Python workers) is kept and searched for the password. On

@@ -92,8 +92,8 @@ _LONG = pytest.mark.long
 @pytest.mark.parametrize(
     ("state_mode", "api", "processing", "store"),
     [
-        # make test: the Connect one; a classic stateful pipeline is SIGKILLed there through
-        # format("eos") (test_format_eos.py), the rest run in make chaos
+        # make test: the Connect one; a classic stateful pipeline's driver is SIGKILLed there mid-batch
+        # in test_state_restores.py (the upgrade), the rest run in make chaos
         pytest.param("transactional", "classic", "rows", "rocksdb", marks=_LONG),
         ("wipe", "connect", "batch", "sqlite"),
         pytest.param("wipe", "classic", "batch", "rocksdb", marks=_LONG),
