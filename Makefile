@@ -11,10 +11,9 @@ export EOS_CACHE KAFKA_PORT
 MVN := mvn -B -Dstyle.color=never -s docker/maven/settings.xml $(MVN_ARGS)
 MVN_SHOW := sed -un -e '/^\[ERROR\]/p' \
   -e 's|^\[INFO\] Downloaded from [^:]*: .*/\([^/]*\.jar\) (\([^ ]* [kMG]*B\).*|  downloaded \1 (\2)|p'
-# pip without -q: a line per package and a progress bar for the big downloads. --no-compile: Python
-# compiles a module when it is first imported, so the venv skips byte-compiling the ~1 GB it never imports
-# (~15 s of a clean clone's setup).
-PIP_INSTALL := $(BIN)/pip install --progress-bar on --disable-pip-version-check --no-compile
+# pip without -q: a line per package and a progress bar for the big downloads. (Not --no-compile: where
+# PYTHONDONTWRITEBYTECODE is set, as in CI, every test process would then compile what it imports.)
+PIP_INSTALL := $(BIN)/pip install --progress-bar on --disable-pip-version-check
 PYTEST_ARGS ?=
 # Every run prints its 20 slowest tests: the durations table in every CI log.
 PYTEST := $(BIN)/pytest --durations=20
