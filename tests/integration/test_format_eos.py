@@ -41,10 +41,6 @@ pytestmark = pytest.mark.skipif(
 PARTITIONS = 4
 
 
-# `make chaos` (long-test) only, ~35 s each: make test's 15 minutes. Its twins there: format("eos")'s
-# driver SIGKILL mid-batch, its ledger and skips (the data path switch below); a classic stateful query's
-# driver SIGKILLed mid-batch (test_state_restores.py's upgrade); a Python worker's SIGKILL between produce
-# and offsets in a stateful query (test_state.py's crash points).
 @pytest.mark.slow
 @pytest.mark.long
 @pytest.mark.parametrize("api", ["classic", "connect"])
@@ -52,7 +48,12 @@ def test_driver_sigkilled_running_counts_stay_exactly_once(bootstrap, names, tmp
     """The stateful running count through format("eos"); the driver's process group is SIGKILLed
     right after a transaction of a batch committed while others were being written, and a Python
     worker SIGKILLs itself between produce and offsets once. Every restart re-runs the batch: the ledger
-    shows what it found committed and skipped, and the output is the input's, once, in order."""
+    shows what it found committed and skipped, and the output is the input's, once, in order.
+
+    `make chaos` only (~35 s each, against make test's 15 minutes). make test keeps what it adds:
+    format("eos")'s driver SIGKILLed mid-batch, its ledger and skips (the data path switch below); a
+    classic stateful query's driver SIGKILLed mid-batch (test_state_restores.py, the upgrade); a Python
+    worker killed between produce and offsets in a stateful query (test_state.py's crash points)."""
     source, output, sent = seed(bootstrap, names, 1_500)
     app_id, checkpoint = names("app"), tmp_path / "ckpt"
     commits, once = tmp_path / "commits.jsonl", tmp_path / "once"
