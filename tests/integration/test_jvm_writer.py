@@ -176,9 +176,15 @@ def test_connect_takes_the_jvm_data_path(connect, bootstrap, names, seeded, tmp_
         run(lambda: commit_foreign_offset(bootstrap, config.app_id, source, 0, 10))
 
 
+@pytest.mark.long
 def test_a_connect_server_without_eos_plugin_keeps_the_query_in_python(bootstrap, names, seeded, tmp_path):
     """PySpark's own local Connect server, without eos's jar: "auto" writes through Python and says why
-    once; "jvm" is refused at the first batch, naming what the server lacks."""
+    once; "jvm" is refused at the first batch, naming what the server lacks.
+
+    `make chaos` only (a Connect server of its own, ~30 s): make test keeps "auto" staying on the Python
+    path where the JVM writer cannot write a query, and "jvm" refused for it
+    (test_what_the_jvm_writer_cannot_write_stays_on_the_python_path), and the JVM path through eos's
+    plugin under Connect (test_connect_takes_the_jvm_data_path)."""
     pytest.importorskip("pyspark.sql.connect.session")
     source, output, sent = seeded
     app = names("app")

@@ -5,7 +5,7 @@ compilation only, the serial collector. Measured on this 2-core machine, session
 --measure`). The tests' workloads are small, so what C2 would win in a long run does not matter.
 
 Tests only: `make bench` and users keep the JVM's defaults. `make test` dumps the archive once per
-PySpark (`python -m tests.support.jvm --dump`, ~15 s); without it the flags still apply, minus CDS.
+PySpark (`python -m tests.support.jvm --dump`, ~40 s); without it the flags still apply, minus CDS.
 """
 
 from __future__ import annotations
