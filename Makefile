@@ -106,8 +106,8 @@ unit-test: setup
 integration-test: setup $(JVM_ARCHIVE)
 	$(PYTEST) tests/integration -m "not long" -n 2 --dist loadfile $(PYTEST_ARGS)
 
-# The archive is written while the unit tests run (it keeps about one core busy for ~40 s, the unit tests
-# two for ~40 s: side by side they take ~60 s, one after the other ~80 s).
+# The archive is written while the unit tests run: it keeps about one core busy for ~40 s, and the unit
+# tests, ~35 s alone on two, took 46-48 s beside it (one after the other: ~35 s + ~40 s).
 test: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-test jvm-archive
 	$(MAKE) --no-print-directory integration-test docs
