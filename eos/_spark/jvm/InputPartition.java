@@ -79,8 +79,10 @@ final class InputPartition {
   private double commitMax;
   private double commitTotal;
   private double startSeconds;
-  private final Map<TopicPartition, Long> witnesses = new HashMap<>();
+  private final Witnesses witnesses = new Witnesses();
   private final java.util.Set<String> checked = new java.util.HashSet<>();
+  /** the topic of the record before, checked: most rows go where the one before went */
+  private String lastChecked;
   private final AtomicReference<Object[]> failed = new AtomicReference<>();
   // on_error "dead_letter" (exactly_once), as the Python path's (eos/_core/_deadletter.py, _task.py): the
   // open transaction's rows, kept to write them again after an abort; the batch's dead records of this
@@ -265,14 +267,17 @@ final class InputPartition {
     if (to == null) {
       throw Refusal.of("ProduceError", "kind", "no_topic", "topic", topic, "partition", partition, "offset", offset);
     }
-    if (!checked.contains(to)) { // before the first record to it (eos/_kafka/_collector.py's _check_topic)
-      String[] why = Producers.unwritable(s.client, to, s.timeoutMs);
-      if (why != null) {
-        throw Refusal.of(
-            "ProduceError", "kind", "unwritable", "why", why[0], "detail", why[1], "output_topic", to,
-            "topic", topic, "partition", partition, "offset", offset);
+    if (to != lastChecked) { // before the first record to it (eos/_kafka/_collector.py's _check_topic)
+      if (!checked.contains(to)) {
+        String[] why = Producers.unwritable(s.client, to, s.timeoutMs);
+        if (why != null) {
+          throw Refusal.of(
+              "ProduceError", "kind", "unwritable", "why", why[0], "detail", why[1], "output_topic", to,
+              "topic", topic, "partition", partition, "offset", offset);
+        }
+        checked.add(to);
       }
-      checked.add(to);
+      lastChecked = to;
     }
     Integer toPartition = null;
     if (s.outPartition >= 0 && !row.isNullAt(s.outPartition)) {
@@ -379,9 +384,7 @@ final class InputPartition {
       outputsInTransaction = 0;
       lettersInTransaction = 0;
       inTransaction = 0;
-      synchronized (witnesses) {
-        witnesses.clear();
-      }
+      witnesses.clear();
       failed.set(null);
       refused.clear();
       ownFaults.clear();
@@ -486,9 +489,7 @@ final class InputPartition {
         refused.add(new Object[] {exc, out, offset, null});
       }
     } else {
-      synchronized (witnesses) {
-        witnesses.merge(new TopicPartition(metadata.topic(), metadata.partition()), metadata.offset(), Math::max);
-      }
+      witnesses.delivered(metadata.topic(), metadata.partition(), metadata.offset());
     }
   }
 
@@ -534,11 +535,7 @@ final class InputPartition {
     }
     flushSeconds += (System.nanoTime() - t) / 1e9;
     Crash.point("after_produce"); // F2
-    Map<TopicPartition, Long> seen;
-    synchronized (witnesses) {
-      seen = new HashMap<>(witnesses);
-      witnesses.clear();
-    }
+    Map<TopicPartition, Long> seen = witnesses.take();
     // 7c. The next input offset, stamped (exactly_once: with the transaction's witnesses and where its
     // input began); committed with a NUL terminator, byte for byte as the Python path's client commits it:
     // confluent-kafka reads committed metadata as a C string, and past the end of one committed without it

@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /** A batch's plan for the JVM writer. */
 final class Spec {
@@ -104,12 +105,15 @@ final class Spec {
   /** One Spark partition as the Kafka source read it. */
   static final class Source {
     final String topic;
+    /** `topic` as Spark's rows hold it, compared with each row's without making a String of it */
+    final UTF8String utf8;
     final int partition;
     final long start;
     final long end;
 
     Source(String topic, int partition, long start, long end) {
       this.topic = topic;
+      this.utf8 = UTF8String.fromString(topic);
       this.partition = partition;
       this.start = start;
       this.end = end;
