@@ -10,12 +10,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: (row id, label), in report order, which is the order a round runs them in (reversed every other round):
-#: rows a target compares sit side by side (3j, 3f, 3fc), so that the machine's drift over a round
-#: falls on both alike. Row 1 is the baseline every ratio is computed against.
+#: rows a target compares sit side by side (1 and 3j, 3f, 3fc; 1s, 3js and 3s; 3 and 0), so that the
+#: machine's drift over a round, minutes long, falls on both alike. Row 1 is the baseline every ratio is
+#: computed against.
 ROWS: tuple[tuple[str, str], ...] = (
     ("spark_kafka_sink", "1 Spark .format('kafka') sink, at-least-once"),
-    ("eos_at_least_once", "2 eos at_least_once"),
+    ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
+    (
+        "eos_exactly_once_format",
+        "3f eos exactly_once, writeStream.format('eos') (classic: the JVM data path)",
+    ),
+    ("eos_exactly_once_format_connect", "3fc row 3f under Spark Connect (eos's process in the server)"),
+    ("eos_at_least_once_jvm", "2j eos at_least_once, the JVM data path"),
+    ("eos_exactly_once_jvm_connect", "3jc row 3j under Spark Connect (eos's plugin in the server)"),
+    ("eos_exactly_once_jvm_small_batch", "3js row 3j, a tenth of the batch (what 1s compares with)"),
+    ("spark_kafka_sink_small_batch", "1s Spark's sink, a tenth of the batch (what 3s compares with)"),
+    ("eos_exactly_once_small_batch", "3s eos exactly_once, a tenth of the batch"),
     ("eos_exactly_once", "3 eos exactly_once"),
+    ("bare_map_in_arrow", "0 foreachBatch + a mapInArrow that only counts (no Kafka writes)"),
+    ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
+    ("bare_map_in_arrow_connect", "0c the same under Spark Connect"),
+    ("eos_at_least_once", "2 eos at_least_once"),
     ("eos_exactly_once_loop", "3l eos exactly_once, one produce() per record (arrow_produce=false)"),
     ("eos_exactly_once_stateful", "4 eos exactly_once + count per key (process, per row)"),
     ("eos_exactly_once_stateful_batch", "4b eos exactly_once + count per key (process_batch)"),
@@ -26,25 +41,11 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("eos_exactly_once_stateful_batch_snapshots", "4bs row 4b with a store snapshot after every batch"),
     ("eos_exactly_once_arrow50k", "3a row 3 with Arrow batches of 50,000 rows (default 10,000)"),
     ("eos_exactly_once_stateful_batch_arrow50k", "4ba row 4b with Arrow batches of 50,000 rows"),
-    ("eos_exactly_once_connect", "3c eos exactly_once under Spark Connect"),
     ("eos_exactly_once_format_python", "3fp row 3f as a Python data source (eos.data.path=python)"),
-    ("eos_exactly_once_jvm", "3j eos exactly_once, the JVM data path (data_path='jvm')"),
-    (
-        "eos_exactly_once_format",
-        "3f eos exactly_once, writeStream.format('eos') (classic: the JVM data path)",
-    ),
-    ("eos_exactly_once_format_connect", "3fc row 3f under Spark Connect (eos's process in the server)"),
-    ("eos_at_least_once_jvm", "2j eos at_least_once, the JVM data path"),
-    ("eos_exactly_once_jvm_connect", "3jc row 3j under Spark Connect (eos's plugin in the server)"),
-    ("eos_exactly_once_jvm_small_batch", "3js row 3j, a tenth of the batch (what 1s compares with)"),
-    ("bare_map_in_arrow", "0 foreachBatch + a mapInArrow that only counts (no Kafka writes)"),
-    ("bare_map_in_arrow_connect", "0c the same under Spark Connect"),
     ("python_loop_exactly_once", "5 confluent-kafka loop, transactions, no Spark"),
     ("quixstreams_exactly_once", "6 Quix Streams exactly-once"),
     ("eos_exactly_once_10x_batch", "3' eos exactly_once, 10x batch"),
     ("spark_kafka_sink_10x_batch", "1' Spark's sink, 10x batch (what 3' compares with)"),
-    ("eos_exactly_once_small_batch", "3s eos exactly_once, a tenth of the batch"),
-    ("spark_kafka_sink_small_batch", "1s Spark's sink, a tenth of the batch (what 3s compares with)"),
     ("eos_exactly_once_regrouped", '3" eos exactly_once, regrouped (shuffle + sort)'),
     ("eos_exactly_once_input_column", "3i eos exactly_once, rows checked against eos_input, not the lineage"),
     ("eos_exactly_once_unchecked", "3u eos exactly_once, input coordinates not checked (before step 0)"),
