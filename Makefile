@@ -35,20 +35,30 @@ REGISTRY_STAMP := $(EOS_TEST_REGISTRY_HOME)/.built
 # Java 8 and up; the wheel ships it (a JDK's javac builds it; Spark runs it on a JRE).
 PLACEMENT_JAR := eos/_spark/jvm/eos-placement.jar
 JVM_SOURCES := $(wildcard eos/_spark/jvm/*.java)
+# `pyspark-client` of the installed PySpark's version (4.0 and later; PyPI has it as a source archive), a
+# wheel in the cache: the test of a Connect-only client installs it into a venv of its own, offline.
+CLIENT_STAMP := $(EOS_CACHE)/wheels/.pyspark-client-$(PYSPARK_VERSION)
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
 .PHONY: setup broker-up broker-down unit-test integration-test test test-quick long-test lint demo chaos soak jvm-archive \
   matrix dist clean docs screenshots
 
-setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP) $(PLACEMENT_JAR)
+setup: $(PY_STAMP) $(BROKER_STAMP) $(SPARK_STAMP) $(REGISTRY_STAMP) $(PLACEMENT_JAR) $(CLIENT_STAMP)
 
 # Exact versions from constraints.txt (pyproject.toml declares the ranges users get).
 $(PY_STAMP): pyproject.toml constraints.txt
 	@echo "== Python: eos, PySpark, pyarrow, pandas, grpc, ... into $(VENV) (~0.5 GB download, ~1 GB on disk)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) -e '.[test,connect,docs]' -c constraints.txt
+	$(PIP_INSTALL) -e '.[pyspark,test,connect,docs]' -c constraints.txt
 	touch $@
+
+$(CLIENT_STAMP): $(PY_STAMP)
+	@version=$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)') && \
+	  if [ "$${version%%.*}" -ge 4 ]; then \
+	    echo "== pyspark-client $$version (a Spark Connect client only) as a wheel into $(EOS_CACHE)/wheels" && \
+	    $(BIN)/pip wheel -q --disable-pip-version-check --no-deps -w $(EOS_CACHE)/wheels "pyspark-client==$$version" && \
+	    touch $(EOS_CACHE)/wheels/.pyspark-client-$$version; fi
 
 # Official Kafka broker jars (KRaft) with their runtime dependencies and a log4j2 binding.
 $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
@@ -193,7 +203,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(PY_STAMP) pyproject.toml
 	@echo "== bench extras: matplotlib, py-spy, quixstreams into $(VENV)"
-	$(PIP_INSTALL) -e '.[test,connect,bench]' -c constraints.txt
+	$(PIP_INSTALL) -e '.[pyspark,test,connect,bench]' -c constraints.txt
 	touch $@
 
 bench: setup $(BENCH_STAMP)

@@ -16,6 +16,7 @@ from eos._core._spec import OnCommit, Process, ProcessBatch
 from eos._kafka import _cluster, _offsets, _topics
 from eos._kafka._java import spark_source_options
 from eos._log import get_logger
+from eos._spark import _flavour
 from eos._spark._cache import connector_package, spark_jars_dir
 from eos.config import SPARK_OPTIONS_REDACTION_CONF, SPARK_REDACTION_REGEX, Config, widened_redaction_regex
 from eos.errors import EosError
@@ -60,10 +61,14 @@ def spark_session(
     - `remote`: where to run Spark Connect (above); None (the default): `SPARK_REMOTE` if set, else a
       classic session.
     """
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    _flavour.require(classic=remote is None or remote.startswith("local"))
+    overlap = _flavour.overlapping()
+    if overlap is not None:
+        get_logger("eos.session").warning("pyspark installs overlap", why=overlap)
     import pyspark
     from pyspark.sql import SparkSession
 
-    remote = remote or os.environ.get("SPARK_REMOTE")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if remote is not None and not remote.startswith("local"):

@@ -9,8 +9,8 @@ read_committed source, the JVM data path, `format("eos")` (Spark 4.0+) and real-
 ForeachWriter (PySpark 4.2+).
 
 The `pip-spark-X.Y` combinations pin nothing but Spark: eos's wheel and `pyspark==X.Y.Z` are installed
-together as a user would (`pip install eos_spark-*.whl pyspark==3.5.7`), so each gets what pip picks
-from pyproject.toml's ranges, never the lowest or newest of each; `import eos` is tried from outside
+together as a user would (`pip install 'eos_spark-*.whl[pyspark]' pyspark==3.5.7`), so each gets what
+pip picks from pyproject.toml's ranges, never the lowest or newest of each; `import eos` is tried from outside
 the checkout first (where a user meets a set that does not work), then the tests run from the checkout
 against that set.
 
@@ -46,7 +46,8 @@ E2E_CLASSIC = [
     "tests/integration/test_spark_read.py",
     "tests/integration/test_deploy.py",  # on a 2-worker cluster: eos's task placement classes too
     "tests/integration/test_affinity.py",  # the placement classes (Scala 2.12's coalescer on Spark 3.5)
-    "tests/integration/test_package.py",
+    # the wheel into a fresh venv (the Connect-only client's test needs make setup's pyspark-client wheel)
+    "tests/integration/test_package.py::test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once",
     "tests/integration/test_realtime_mode.py",  # skipped below PySpark 4.2 (no trigger(realTime=))
     # format("eos"): skipped below Spark 4.0 (no Python data sources)
     "tests/integration/test_format_eos.py::test_driver_sigkilled_running_counts_stay_exactly_once[classic]",
@@ -76,6 +77,8 @@ class Combo:
     note: str = ""
     #: install eos's wheel beside `pins` (pyspark alone) and let pip pick the rest
     wheel: bool = False
+    #: the JDK the tests' Spark JVMs run on (JAVA_HOME), where not the machine's default
+    java_home: str | None = None
 
 
 COMBOS = (
@@ -121,6 +124,26 @@ COMBOS = (
             wheel=True,
         )
         for spark in ("3.5.7", "4.0.0", "4.1.1", "4.2.0")
+    ),
+    # The newest runtimes here: CPython 3.13 (pyenv's; no 3.14 here), and Java 25 (Temurin's).
+    Combo(
+        "python-3.13",
+        python="3.13",
+        kafka="4.1.1",
+        pins=("pyspark==4.2.0",),
+        connect=False,
+        note="the newest Python here, with the newest Spark whose connector Maven Central serves",
+        wheel=True,
+    ),
+    Combo(
+        "java-25",
+        python="3.11",
+        kafka="4.1.1",
+        pins=("pyspark==4.2.0",),
+        connect=False,
+        note="Spark's JVMs on Java 25 (Temurin), the newest Spark whose connector Maven Central serves",
+        wheel=True,
+        java_home="/usr/lib/jvm/temurin-25-jdk-amd64",
     ),
 )
 
@@ -175,7 +198,7 @@ def prepare(combo: Combo, work: Path) -> Path:
     else:
         pins = work / "constraints.txt"
         pins.write_text("\n".join(combo.pins) + "\n")
-        extras = "test,connect" if combo.connect else "test"
+        extras = "pyspark,test,connect" if combo.connect else "pyspark,test"
         log(f"{combo.name}: pip install -e '.[{extras}]' -c {pins.name} ({', '.join(combo.pins)})")
         if run(
             [str(python), "-m", "pip", "install", "-q", "-e", f".[{extras}]", "-c", str(pins)],
@@ -211,8 +234,8 @@ def _install_wheel(combo: Combo, python: Path, work: Path, log_path: Path) -> No
     if run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], log_path=log_path):
         raise RuntimeError(f"building the wheel failed: see {log_path}")
     (wheel,) = dist.glob("*.whl")
-    log(f"{combo.name}: pip install {wheel.name} {' '.join(combo.pins)} (nothing else pinned)")
-    if run([str(python), "-m", "pip", "install", "-q", str(wheel), *combo.pins], log_path=log_path):
+    log(f"{combo.name}: pip install '{wheel.name}[pyspark]' {' '.join(combo.pins)} (nothing else pinned)")
+    if run([str(python), "-m", "pip", "install", "-q", f"{wheel}[pyspark]", *combo.pins], log_path=log_path):
         raise RuntimeError(f"pip failed: see {log_path}")
     imported = subprocess.run(
         [str(python), "-c", "import eos, numpy, pyarrow; print(eos.__file__)"],
@@ -241,6 +264,12 @@ def installed(python: Path) -> dict[str, str]:
     return versions
 
 
+def java_version(java_home: str) -> str:
+    """The JDK's version as `java -version` prints it (its first line's quoted part)."""
+    shown = subprocess.run([f"{java_home}/bin/java", "-version"], capture_output=True, text=True).stderr
+    return shown.split('"')[1] if '"' in shown else shown.strip()
+
+
 def run_combo(combo: Combo, out: Path) -> dict:
     work = cache() / "matrix" / combo.name
     work.mkdir(parents=True, exist_ok=True)
@@ -256,6 +285,11 @@ def run_combo(combo: Combo, out: Path) -> dict:
         if k in ("python", "pyspark", "confluent-kafka", "pyarrow", "numpy")
     }
     env = {"EOS_BROKER_VERSION": combo.kafka, "PYTHONPATH": ""}
+    if combo.java_home is not None:
+        if not Path(combo.java_home, "bin", "java").exists():
+            return {**result, "ok": False, "error": f"no JDK at {combo.java_home}"}
+        env.update(JAVA_HOME=combo.java_home, PATH=f"{combo.java_home}/bin:{os.environ['PATH']}")
+        result["versions"]["java"] = java_version(combo.java_home)
     for label, args in (
         ("unit", ["tests/unit"]),
         ("e2e", E2E_CLASSIC + (E2E_CONNECT if combo.connect else [])),
