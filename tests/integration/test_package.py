@@ -8,12 +8,19 @@ only `eos` it can import is the wheel's.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import sys
+import time
+import uuid
 import zipfile
 from pathlib import Path
 
+import pyspark
 import pytest
+from conftest import finish, kill_after_committed, seed
 
 import eos
 from eos import testing
@@ -24,6 +31,7 @@ from tests.support.summaries import read_summaries
 from tests.support.venvs import fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
+SERVER_APP = Path(__file__).with_name("connect_server_app.py")
 
 
 def _run(*argv, cwd=None) -> str:
@@ -86,3 +94,102 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(
     assert read_summaries(summaries), proc.log_tail()
     result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
     assert result.exactly_once, result
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    int(pyspark.__version__.split(".")[0]) < 4, reason="pyspark-client exists from Spark 4.0 on"
+)
+def test_a_connect_only_client_installs_the_wheel_and_a_server_kill_stays_exactly_once(
+    bootstrap, names, tmp_path, dist
+):
+    """A venv with `pyspark-client` (a Spark Connect client only: no JVM, no py4j) and no full PySpark.
+    eos's wheel installs into it with its dependencies from nothing but what the venv holds, so it
+    requires no PySpark, and pip lists one pyspark distribution. A classic session is refused, naming
+    what to do; where the full PySpark is installed beside the client, eos names the two. The example
+    pipeline runs from that venv against a Spark Connect server with eos, in a process of its own. The
+    server (the Spark driver) is SIGKILLed mid-batch. After a restart of both, the output is exactly
+    once, and the re-run batch skipped what was committed."""
+    version = pyspark.__version__
+    found = sorted((cache_dir() / "wheels").glob(f"pyspark_client-{version}-*.whl"))
+    assert found, f"no pyspark-client {version} wheel in {cache_dir() / 'wheels'}: run make setup"
+    python, _ = fresh_venv(tmp_path / "client", leave_out=("pyspark", "py4j"))
+    _run(str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(found[-1]))
+    # with its dependencies and no index: a wheel requiring any `pyspark` fails here ("No matching
+    # distribution found for pyspark"), since pyspark-client's metadata is not pyspark's
+    (wheel,) = dist.glob("*.whl")
+    _run(str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel))
+    pip_list = _run(str(python), "-m", "pip", "list", "--format", "json")
+    listed = {d["name"].lower() for d in json.loads(pip_list)}
+    assert {"eos-spark", "pyspark-client"} <= listed and not listed & {"pyspark", "py4j"}, sorted(listed)
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {"PYTHONPATH": "", "EOS_CACHE": str(cache_dir()), "EOS_PROCESSING_GUARANTEE": "exactly_once"}
+    probe = "import importlib.util as u, pyspark, eos; print(pyspark.__version__, u.find_spec('py4j'))"
+    assert _run(str(python), "-c", probe, cwd=outside).split() == [version, "None"]
+    refused = subprocess.run(
+        [str(python), "-c", "import eos; eos.spark_session()"],
+        cwd=outside,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "a Spark Connect client only" in refused.stderr, refused.stderr[-2000:]
+
+    # the full PySpark beside pyspark-client: the two overwrote each other's files, which eos names
+    both, _ = fresh_venv(tmp_path / "both")
+    _run(str(both), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(found[-1]), str(wheel))
+    named = "from eos._spark import _flavour; print(_flavour.overlapping())"
+    said = _run(str(both), "-c", named, cwd=outside)
+    assert f"(pyspark {version}, pyspark-client {version})" in said, said
+
+    script = outside / "pipeline.py"
+    shutil.copy(ROOT / "examples" / "pipeline.py", script)
+    source, output, sent = seed(bootstrap, names, 1_500)  # three batches of 2,000
+    app_id, checkpoint, summaries = names("client-app"), tmp_path / "ckpt", tmp_path / "summaries.jsonl"
+    config = eos.Config(bootstrap_servers=bootstrap, app_id=app_id, output_topic=output)
+    token = uuid.uuid4().hex
+
+    def server(n: int) -> tuple[DriverProcess, str]:
+        port_file = tmp_path / f"server-{n}.port"
+        proc = DriverProcess(
+            [sys.executable, str(SERVER_APP), str(port_file)],
+            env={"SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
+            log_path=str(tmp_path / f"server-{n}.log"),
+        )
+        deadline = time.monotonic() + 300
+        while not port_file.exists():
+            assert proc.running(), proc.log_tail()
+            assert time.monotonic() < deadline, f"no Connect server listening within 300 s: {proc.log_tail()}"
+            time.sleep(0.2)
+        # localhost: PySpark's client sends a token without TLS to that host alone
+        return proc, f"sc://localhost:{port_file.read_text()}/;token={token}"
+
+    def client(n: int, remote: str) -> DriverProcess:
+        argv = [str(python), str(script), "--bootstrap", bootstrap, "--app-id", app_id, "--input", source]
+        argv += ["--output", output, "--checkpoint", str(checkpoint), "--summaries", str(summaries)]
+        argv += ["--max-offsets", "2000", "--commit-every", "100", "--remote", remote]
+        return DriverProcess(argv, env=env, log_path=str(tmp_path / f"client-{n}.log"), cwd=outside)
+
+    first, remote = server(1)
+    try:
+        pipeline = client(1, remote)
+        # mid-batch: a batch is 2,000 records, 500 per input partition, committed every 100
+        kill_after_committed(first, config, source, 4, 700)
+    finally:
+        first.kill()
+    pipeline.kill()
+    second, remote = server(2)
+    try:
+        finish(client(2, remote))
+    finally:
+        second.kill()
+
+    result = testing.verify_exactly_once(bootstrap, output, testing.flatten(sent))
+    history = read_summaries(summaries)
+    skipped = sum(s["skipped"] for s in history)
+    print(f"connect-only client: {len(history)} batch summaries, skipped on replay {skipped}: {result}")
+    assert result.exactly_once and result.missing == 0, result
+    assert skipped > 0, "the server kill did not land mid-batch: nothing was re-run"
