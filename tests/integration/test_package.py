@@ -96,55 +96,83 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline_exactly_once(
     assert result.exactly_once, result
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
+_NO_CLIENT = pytest.mark.skipif(
     int(pyspark.__version__.split(".")[0]) < 4, reason="pyspark-client exists from Spark 4.0 on"
 )
-def test_a_connect_only_client_installs_the_wheel_and_a_server_kill_stays_exactly_once(
-    bootstrap, names, tmp_path, dist
-):
-    """A venv with `pyspark-client` (a Spark Connect client only: no JVM, no py4j) and no full PySpark.
-    eos's wheel installs into it with its dependencies from nothing but what the venv holds, so it
-    requires no PySpark, and pip lists one pyspark distribution. A classic session is refused, naming
-    what to do; where the full PySpark is installed beside the client, eos names the two. The example
-    pipeline runs from that venv against a Spark Connect server with eos, in a process of its own. The
-    server (the Spark driver) is SIGKILLed mid-batch. After a restart of both, the output is exactly
-    once, and the re-run batch skipped what was committed."""
+
+
+def _client_venv(tmp_path: Path, dist: Path) -> tuple[Path, Path]:
+    """A venv with `pyspark-client` (a Spark Connect client only: no JVM, no py4j) and no full PySpark,
+    and eos's wheel installed into it with its dependencies from nothing but what the venv holds (a
+    wheel requiring any `pyspark` fails here, "No matching distribution found for pyspark", since
+    pyspark-client's metadata is not pyspark's): its python, and the wheel."""
     version = pyspark.__version__
     found = sorted((cache_dir() / "wheels").glob(f"pyspark_client-{version}-*.whl"))
     assert found, f"no pyspark-client {version} wheel in {cache_dir() / 'wheels'}: run make setup"
     python, _ = fresh_venv(tmp_path / "client", leave_out=("pyspark", "py4j"))
     _run(str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(found[-1]))
-    # with its dependencies and no index: a wheel requiring any `pyspark` fails here ("No matching
-    # distribution found for pyspark"), since pyspark-client's metadata is not pyspark's
     (wheel,) = dist.glob("*.whl")
     _run(str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel))
+    return python, found[-1]
+
+
+_CLIENT_ENV = {"PYTHONPATH": "", "EOS_PROCESSING_GUARANTEE": "exactly_once"}
+
+
+@_NO_CLIENT
+def test_the_wheel_installs_beside_a_connect_only_client_and_brings_no_pyspark(tmp_path, dist):
+    """eos's wheel in a venv holding `pyspark-client` only: pip lists one pyspark distribution, `import
+    eos` works, a classic session is refused naming what to do; where the full PySpark is installed
+    beside the client, eos names the two. (`make chaos` runs a pipeline from such a venv through a
+    SIGKILL of its Connect server: the test below.)"""
+    version = pyspark.__version__
+    python, client = _client_venv(tmp_path, dist)
     pip_list = _run(str(python), "-m", "pip", "list", "--format", "json")
     listed = {d["name"].lower() for d in json.loads(pip_list)}
     assert {"eos-spark", "pyspark-client"} <= listed and not listed & {"pyspark", "py4j"}, sorted(listed)
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {"PYTHONPATH": "", "EOS_CACHE": str(cache_dir()), "EOS_PROCESSING_GUARANTEE": "exactly_once"}
-    probe = "import importlib.util as u, pyspark, eos; print(pyspark.__version__, u.find_spec('py4j'))"
-    assert _run(str(python), "-c", probe, cwd=outside).split() == [version, "None"]
-    refused = subprocess.run(
-        [str(python), "-c", "import eos; eos.spark_session()"],
+    probe = (
+        "import importlib.util as u, pyspark, eos;"
+        " print(pyspark.__version__, u.find_spec('py4j'), flush=True); eos.spark_session()"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe],
         cwd=outside,
-        env={**os.environ, **env},
+        env={**os.environ, **_CLIENT_ENV, "EOS_CACHE": str(cache_dir())},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert refused.returncode != 0 and "a Spark Connect client only" in refused.stderr, refused.stderr[-2000:]
+    assert done.stdout.split() == [version, "None"], done.stdout + done.stderr[-2000:]
+    assert done.returncode != 0 and "a Spark Connect client only" in done.stderr, done.stderr[-2000:]
 
     # the full PySpark beside pyspark-client: the two overwrote each other's files, which eos names
     both, _ = fresh_venv(tmp_path / "both")
-    _run(str(both), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(found[-1]), str(wheel))
+    (wheel,) = dist.glob("*.whl")
+    _run(str(both), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(client), str(wheel))
     named = "from eos._spark import _flavour; print(_flavour.overlapping())"
     said = _run(str(both), "-c", named, cwd=outside)
     assert f"(pyspark {version}, pyspark-client {version})" in said, said
 
+
+# make chaos (53 s, two Connect servers' starts). Twins in make test: the wheel beside pyspark-client
+# (above); a Spark Connect server's eos process SIGKILLed mid-batch (test_format_eos), and Spark Connect
+# workers killed at each crash point (test_state's Connect run)
+@pytest.mark.long
+@_NO_CLIENT
+def test_a_connect_only_client_stays_exactly_once_through_a_sigkill_of_its_server(
+    bootstrap, names, tmp_path, dist
+):
+    """The example pipeline runs from a venv holding `pyspark-client` and eos's wheel (no full PySpark)
+    against a Spark Connect server with eos, in a process of its own. The server (the Spark driver) is
+    SIGKILLed mid-batch. After a restart of both, the output is exactly once, and the re-run batch
+    skipped what was committed."""
+    python, _ = _client_venv(tmp_path, dist)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {**_CLIENT_ENV, "EOS_CACHE": str(cache_dir())}
     script = outside / "pipeline.py"
     shutil.copy(ROOT / "examples" / "pipeline.py", script)
     source, output, sent = seed(bootstrap, names, 1_500)  # three batches of 2,000
