@@ -101,11 +101,11 @@ _NO_CLIENT = pytest.mark.skipif(
 )
 
 
-def _client_venv(tmp_path: Path, dist: Path) -> tuple[Path, Path]:
+def _client_venv(tmp_path: Path, dist: Path) -> tuple[Path, Path, Path]:
     """A venv with `pyspark-client` (a Spark Connect client only: no JVM, no py4j) and no full PySpark,
     and eos's wheel installed into it with its dependencies from nothing but what the venv holds (a
     wheel requiring any `pyspark` fails here, "No matching distribution found for pyspark", since
-    pyspark-client's metadata is not pyspark's): its python, and the wheel."""
+    pyspark-client's metadata is not pyspark's): its python, the pyspark-client wheel and eos's."""
     version = pyspark.__version__
     found = sorted((cache_dir() / "wheels").glob(f"pyspark_client-{version}-*.whl"))
     assert found, f"no pyspark-client {version} wheel in {cache_dir() / 'wheels'}: run make setup"
@@ -113,7 +113,7 @@ def _client_venv(tmp_path: Path, dist: Path) -> tuple[Path, Path]:
     _run(str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(found[-1]))
     (wheel,) = dist.glob("*.whl")
     _run(str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel))
-    return python, found[-1]
+    return python, found[-1], wheel
 
 
 _CLIENT_ENV = {"PYTHONPATH": "", "EOS_PROCESSING_GUARANTEE": "exactly_once"}
@@ -126,7 +126,7 @@ def test_the_wheel_installs_beside_a_connect_only_client_and_brings_no_pyspark(t
     beside the client, eos names the two. (`make chaos` runs a pipeline from such a venv through a
     SIGKILL of its Connect server: the test below.)"""
     version = pyspark.__version__
-    python, client = _client_venv(tmp_path, dist)
+    python, client, wheel = _client_venv(tmp_path, dist)
     pip_list = _run(str(python), "-m", "pip", "list", "--format", "json")
     listed = {d["name"].lower() for d in json.loads(pip_list)}
     assert {"eos-spark", "pyspark-client"} <= listed and not listed & {"pyspark", "py4j"}, sorted(listed)
@@ -150,7 +150,6 @@ def test_the_wheel_installs_beside_a_connect_only_client_and_brings_no_pyspark(t
 
     # the full PySpark beside pyspark-client: the two overwrote each other's files, which eos names
     both, _ = fresh_venv(tmp_path / "both")
-    (wheel,) = dist.glob("*.whl")
     _run(str(both), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(client), str(wheel))
     named = "from eos._spark import _flavour; print(_flavour.overlapping())"
     said = _run(str(both), "-c", named, cwd=outside)
@@ -169,7 +168,7 @@ def test_a_connect_only_client_stays_exactly_once_through_a_sigkill_of_its_serve
     against a Spark Connect server with eos, in a process of its own. The server (the Spark driver) is
     SIGKILLed mid-batch. After a restart of both, the output is exactly once, and the re-run batch
     skipped what was committed."""
-    python, _ = _client_venv(tmp_path, dist)
+    python, _, _ = _client_venv(tmp_path, dist)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     env = {**_CLIENT_ENV, "EOS_CACHE": str(cache_dir())}
