@@ -53,6 +53,16 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("agg_eos_exactly_once", "7e the same aggregation, eos exactly_once, input_mode any, one part per core"),
 )
 BASELINE = ROWS[0][0]
+#: the rows the issue's floors compare (row 1 with 3j, 3j with 3f, 3f with 3fc): each runs twice a round,
+#: the block and then its mirror (1 3j 3f 3fc 3fc 3f 3j 1), and a round's rate is both runs' records
+#: over both runs' seconds. A round's ratio then rests on two runs of each side, and a drift of the
+#: machine's over the block falls on each row alike.
+REPEATED: tuple[str, ...] = (
+    "spark_kafka_sink",
+    "eos_exactly_once_jvm",
+    "eos_exactly_once_format",
+    "eos_exactly_once_format_connect",
+)
 #: the restore target is the default state_store's (eos.Config.state_store)
 DEFAULT_STORE = "sqlite"
 
@@ -75,6 +85,38 @@ def ratio(value: float | None, base: float | None) -> float | None:
     if value is None or not base:
         return None
     return value / base
+
+
+def round_order(rows: Sequence[str], rnd: int, repeated: Sequence[str] = REPEATED) -> list[str]:
+    """The rows of round `rnd` in the order they run: `rows`, reversed every other round, with the
+    `repeated` ones among them run side by side where the first of them is, then in mirror order."""
+    order = list(rows) if rnd % 2 == 0 else list(reversed(rows))
+    block = [row for row in order if row in repeated]
+    if not block:
+        return order
+    first = order.index(block[0])
+    rest = [row for row in order if row not in repeated]
+    return rest[:first] + block + block[::-1] + rest[first:]
+
+
+def merge_runs(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A row's runs in one round as one result: its rate is the runs' records over their seconds (None
+    where one of them failed), each run kept under `repeats`."""
+    if len(results) == 1:
+        return results[0]
+    ok = all(r.get("records_per_s") for r in results)
+    merged: dict[str, Any] = {"round": results[0]["round"], "repeats": list(results)}
+    if ok:
+        seconds = sum(r["seconds"] for r in results)
+        merged["seconds"] = seconds / len(results)
+        merged["records_per_s"] = sum(r["input_count"] for r in results) / seconds
+    else:
+        merged["records_per_s"] = None
+        merged["error"] = "; ".join(r["error"] for r in results if "error" in r) or "a run failed"
+    peaks = [r["worker_rss_peak_mib"] for r in results if r.get("worker_rss_peak_mib") is not None]
+    if peaks:
+        merged["worker_rss_peak_mib"] = max(peaks)
+    return merged
 
 
 def summarize_throughput(
@@ -473,7 +515,8 @@ DRIVER_LABELS = (
 
 def steps_table(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     """Per eos row, medians over its runs of `batch_steps`' per-batch figures: where a batch's time goes."""
-    rows = {row: rr for row, rr in runs.items() if any(r.get("steps_ms_per_batch") for r in rr)}
+    each = {row: [run for r in rr for run in r.get("repeats", [r])] for row, rr in runs.items()}
+    rows = {row: rr for row, rr in each.items() if any(r.get("steps_ms_per_batch") for r in rr)}
     if not rows:
         return ""
     names = [name for name, _ in STEP_LABELS]

@@ -154,10 +154,10 @@ def main() -> int:
             log("warmed up")
             runs: dict[str, list[dict]] = {r: [] for r in rows}
             for rnd in range(args.runs):
-                order = rows if rnd % 2 == 0 else list(reversed(rows))  # interleaved, and alternating
-                for row in order:
+                this_round: dict[str, list[dict]] = {}
+                for row in report.round_order(rows, rnd):  # interleaved, alternating, floors' rows twice
                     res = bench.run_row(row, rnd)
-                    runs[row].append(res)
+                    this_round.setdefault(row, []).append(res)
                     rate = res.get("records_per_s")
                     log(
                         f"round {rnd} {row}: {report.fmt_rate(rate)} records/s"
@@ -169,6 +169,8 @@ def main() -> int:
                         )
                         + (f" ERROR {res['error'][:300]}" if "error" in res else "")
                     )
+                for row, results in this_round.items():
+                    runs[row].append(report.merge_runs(results))
             result["runs"] = runs
             if args.profile:
                 log(f"profile: an extra, uncounted run of {args.profile} under py-spy")

@@ -40,6 +40,37 @@ def test_ratios_are_taken_within_each_round():
     assert checks["eos_connect_vs_classic >= 0.95"]["met"] is None  # not measured, not passed
 
 
+def test_the_rows_a_floor_compares_run_twice_a_round_mirrored_and_count_as_one_result():
+    rows = ["spark_kafka_sink", "eos_exactly_once_jvm", "eos_exactly_once_format", "eos_exactly_once"]
+    assert report.round_order(rows, 0, repeated=rows[:3]) == [
+        "spark_kafka_sink",
+        "eos_exactly_once_jvm",
+        "eos_exactly_once_format",
+        "eos_exactly_once_format",
+        "eos_exactly_once_jvm",
+        "spark_kafka_sink",
+        "eos_exactly_once",
+    ]
+    assert report.round_order(rows, 1, repeated=rows[:3])[:4] == [
+        "eos_exactly_once",
+        "eos_exactly_once_format",
+        "eos_exactly_once_jvm",
+        "spark_kafka_sink",
+    ]
+    assert report.round_order(rows, 0, repeated=()) == rows
+    apart = report.round_order(rows, 0, repeated=[rows[0], rows[3]])  # brought side by side
+    assert apart == [rows[0], rows[3], rows[3], rows[0], rows[1], rows[2]]
+
+    one = {"round": 2, "records_per_s": 100.0, "seconds": 10.0, "input_count": 1000, "worker_rss_peak_mib": 5}
+    two = {"round": 2, "records_per_s": 50.0, "seconds": 20.0, "input_count": 1000, "worker_rss_peak_mib": 7}
+    merged = report.merge_runs([one, two])
+    assert merged["records_per_s"] == 2000 / 30  # both runs' records over both runs' seconds
+    assert merged["round"] == 2 and merged["repeats"] == [one, two] and merged["worker_rss_peak_mib"] == 7
+    failed = report.merge_runs([one, {"round": 2, "records_per_s": None, "error": "output has 3 records"}])
+    assert failed["records_per_s"] is None and failed["error"] == "output has 3 records"
+    assert report.merge_runs([one]) is one
+
+
 def test_connect_is_compared_with_the_classic_row_of_the_same_round():
     runs = {
         "spark_kafka_sink": [{"round": 0, "records_per_s": 100.0}, {"round": 1, "records_per_s": 100.0}],
