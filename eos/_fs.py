@@ -5,6 +5,7 @@ found there is trusted)."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 import uuid
@@ -12,13 +13,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+#: a URI's scheme (two characters or more, so that a Windows drive letter is not one)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def is_uri(location: str) -> bool:
+    """Whether `location` is a URI (`s3://b/p`, or Hadoop's `file:/p` form, which Spark hands out for a
+    checkpoint) rather than a local path."""
+    return _SCHEME.match(location) is not None
+
 
 def filesystem(location: str) -> tuple[Any, str]:
-    """`location` (a local path, or any URI pyarrow.fs reads: `file://`, `s3://`, `gs://`, `hdfs://`, ...)
+    """`location` (a local path, or any URI pyarrow.fs reads: `file:`, `s3://`, `gs://`, `hdfs://`, ...)
     as (pyarrow filesystem, path in it); a local path made absolute first."""
     from pyarrow import fs
 
-    if "://" not in location:
+    if not is_uri(location):
         location = os.path.abspath(location)
     return fs.FileSystem.from_uri(location)
 

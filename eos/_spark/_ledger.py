@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eos._fs import filesystem, private_directory, write_whole
+from eos._fs import filesystem, is_uri, private_directory, write_whole
 
 LEDGER_DIR = "eos-ledger"
 #: Batches a ledger keeps by default (Spark keeps 100 batches of its own checkpoint metadata).
@@ -130,7 +130,7 @@ def announce(query_id: str, location: str) -> None:
     Python worker the listener cannot ask. A file per query, written when its content changes (the
     listener removes it when the query ends). Never fails: a pointer that cannot be written leaves the
     query without metrics, not without its batch."""
-    if location and "://" not in location:
+    if location and not is_uri(location):
         location = os.path.abspath(location)  # the listener's working directory may be another
     path = _pointer(query_id)
     if path is None:
