@@ -55,9 +55,11 @@ def spark_session(
       `EOS_SPARK_MASTER` if set, else the one `spark-submit` gave, else `local[*, 4]`. Not used with
       `remote="sc://..."`, nor with `remote="local[2]"` and the like, whose master is that string.
     - `conf`: more Spark settings, applied after eos's own (`spark.ui.enabled=false`,
-      `spark.sql.shuffle.partitions`, `spark.redaction.regex`, the connector jars, ...), so a key given
-      here replaces eos's value (under `remote="local"`, the Connect server's plugin, address and token
-      settings stay eos's). For `remote="sc://..."` they are set on the Connect session.
+      `spark.sql.shuffle.partitions`, `spark.redaction.regex`, ...), so a key given here replaces eos's
+      value (under `remote="local"`, the Connect server's plugin, address and token settings stay
+      eos's), except `spark.jars` and `spark.jars.packages`: jars given there (Delta Lake's, say) are
+      added to the connector's.
+      For `remote="sc://..."` they are set on the Connect session.
     - `remote`: where to run Spark Connect (above); None (the default): `SPARK_REMOTE` if set, else a
       classic session.
     """
@@ -96,10 +98,10 @@ def spark_session(
     elif not submitted:
         settings["spark.jars.packages"] = connector_package(pyspark.__version__)
     master = master or os.environ.get("EOS_SPARK_MASTER") or (None if submitted else DEFAULT_MASTER)
+    settings = _merged(settings, conf or {})
     if remote is not None:
         master = (master or DEFAULT_MASTER) if remote == "local" else remote
-        return _local_connect(master, {**settings, **(conf or {})})
-    settings.update(conf or {})
+        return _local_connect(master, settings)
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -113,6 +115,20 @@ def spark_session(
             os.environ["SPARK_CONNECT_MODE_ENABLED"] = connect_mode
     spark.sparkContext.setLogLevel(os.environ.get("EOS_SPARK_LOG_LEVEL", "WARN"))
     return _with_data_source(spark)
+
+
+#: settings that list jars: a `conf` value is added to eos's (Spark's Kafka connector), not put in its place
+_JAR_LISTS = ("spark.jars", "spark.jars.packages")
+
+
+def _merged(settings: Mapping[str, str], conf: Mapping[str, str]) -> dict[str, str]:
+    """eos's session settings with the user's `conf` over them, the user's jars beside eos's."""
+    out = {**settings, **conf}
+    for key in _JAR_LISTS:
+        jars = ",".join(v for v in (settings.get(key), conf.get(key)) if v)
+        if jars:
+            out[key] = jars
+    return out
 
 
 def _with_data_source(spark):
