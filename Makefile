@@ -38,6 +38,8 @@ JVM_SOURCES := $(wildcard eos/_spark/jvm/*.java)
 # `pyspark-client` of the installed PySpark's version (4.0 and later; PyPI has it as a source archive), a
 # wheel in the cache: the test of a Connect-only client installs it into a venv of its own, offline.
 CLIENT_STAMP := $(EOS_CACHE)/wheels/.pyspark-client-$(PYSPARK_VERSION)
+# Delta Lake's jars for the installed Spark, fetched by `make long-test` only (tests/integration/test_delta.py).
+DELTA_STAMP := $(EOS_CACHE)/delta-jars/.fetched-$(PYSPARK_VERSION)
 # The tests' Spark JVMs start from a class-data-sharing archive (tests/support/jvm.py), one per PySpark.
 JVM_ARCHIVE := $(EOS_CACHE)/jvm/spark-$(PYSPARK_VERSION).jsa
 
@@ -95,6 +97,14 @@ $(REGISTRY_STAMP):
 	test -f $(EOS_TEST_REGISTRY_HOME)/target/quarkus-app/quarkus-run.jar
 	touch $@
 
+$(DELTA_STAMP): $(PY_STAMP) docker/maven/delta-pom.xml docker/maven/settings.xml
+	@args="$$($(BIN)/python -m tests.support.delta maven-args)" && \
+	  dir="$${args##*-DoutputDirectory=}" && \
+	  echo "== Delta Lake's jars for the installed PySpark (~7 MB) via Maven (~/.m2) into $$dir" && \
+	  rm -rf "$$dir" && set -o pipefail && \
+	  $(MVN) -f docker/maven/delta-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
+	touch $(EOS_CACHE)/delta-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+
 broker-up: setup
 	$(BIN)/python -m tests.support.localbroker up
 
@@ -129,7 +139,7 @@ test-quick: setup $(JVM_ARCHIVE)
 	$(PYTEST) tests/unit tests/integration -m "not slow and not long" $(PYTEST_ARGS)
 
 # The integration tests too long for `make test`: more variants of its kill and state tests.
-long-test: setup $(JVM_ARCHIVE)
+long-test: setup $(JVM_ARCHIVE) $(DELTA_STAMP)
 	$(PYTEST) tests/integration -m long $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml) in site/: docs/gen_reference.py rewrites the generated reference pages

@@ -4,7 +4,8 @@
                                 [--max-offsets N] [--min-partitions N] [--summaries FILE]
                                 [--stateful | --stateful-batch] [--remote local|sc://host:port]
                                 [--format-eos | --realtime SECONDS] [--trigger-seconds N]
-                                [--aggregate count|window|rand [--parts N] | --files DIR]
+                                [--aggregate count|window|rand [--parts N] | --files DIR
+                                 | --delta TABLE --delta-jars JARS]
                                 [--dead-letters TOPIC [--poison KEY,...]]
 
 The processing guarantee is not an argument: it comes from EOS_PROCESSING_GUARANTEE (default
@@ -15,7 +16,9 @@ Connect. `--aggregate` writes an aggregation in input_mode "any": `count` the ru
 (update mode), `window` the count per key and 10-second event-time window, the event time being the
 input value's sequence number in seconds (append mode, watermark 0 s), `rand` the running count with
 a `rand()` appended (not deterministic: a re-run of a batch fails). `--files DIR` reads the text files
-of DIR (one per batch) instead of Kafka and writes each line, in input_mode "any". `--format-eos` writes
+of DIR (one per batch) instead of Kafka and writes each line, in input_mode "any"; `--delta TABLE` streams
+the Delta Lake table at TABLE (its `key` and `value` columns, a file per batch) the same way, with
+Delta's jars (`--delta-jars`, comma-separated) added to the session's. `--format-eos` writes
 with `df.writeStream.format("eos")` instead of
 `foreachBatch(eos.sink(...))`: the same protocol, its settings as options, its per-batch record the
 ledger beside the checkpoint (`eos ledger show`) instead of --summaries. `--realtime S` runs the query in
@@ -175,6 +178,8 @@ def main() -> None:
     parser.add_argument("--ledger-retain", type=int, help='format("eos"): batches its ledger keeps')
     parser.add_argument("--aggregate", choices=["count", "window", "rand"], help="input_mode any")
     parser.add_argument("--files", help="a directory of text files as the source, input_mode any")
+    parser.add_argument("--delta", help="a Delta Lake table (key, value) as the source, input_mode any")
+    parser.add_argument("--delta-jars", help="--delta: Delta Lake's jars, comma-separated")
     parser.add_argument("--parts", type=int, default=4, help="input_mode any: parts per batch")
     parser.add_argument("--dead-letters", help="on_error='dead_letter': bad records go to this topic")
     parser.add_argument(
@@ -193,7 +198,14 @@ def main() -> None:
     )
     if args.dead_letters:
         config = attrs.evolve(config, on_error="dead_letter", dead_letter_topic=args.dead_letters)
-    spark = eos.spark_session(f"pipeline-{args.app_id}", remote=args.remote)
+    conf = {}
+    if args.delta:  # Delta's jars beside the Kafka connector's, its SQL extension and catalog
+        conf = {
+            "spark.jars": args.delta_jars,
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        }
+    spark = eos.spark_session(f"pipeline-{args.app_id}", remote=args.remote, conf=conf)
     options = {}
     if args.max_offsets:
         options["maxOffsetsPerTrigger"] = args.max_offsets
@@ -203,11 +215,14 @@ def main() -> None:
     if args.files:
         df = spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(args.files)
         df = df.selectExpr("CAST(split(value, '[|]')[1] AS BINARY) AS key", "CAST(value AS BINARY) value")
+    elif args.delta:
+        df = spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(args.delta)
+        df = df.selectExpr("CAST(key AS BINARY) AS key", "CAST(value AS BINARY) AS value")
     else:
         df = eos.read_stream(spark, config, [args.input], **options)
     if args.aggregate:
         df, output_mode = aggregate(df, args.aggregate)
-    if args.aggregate or args.files:
+    if args.aggregate or args.files or args.delta:
         config = attrs.evolve(config, input_mode="any", parts=args.parts)
     stores = {"counts": "json"}
     process = count_per_key if args.stateful else None

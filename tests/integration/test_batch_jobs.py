@@ -18,9 +18,8 @@ import pytest
 
 import eos
 from eos import testing
-from eos._kafka import _offsets
-from eos._spark._preflight import job_app_id
 from tests.integration.test_cli import cli, ok
+from tests.support.jobs import committed_parts
 
 ROWS = 4_000
 PARTS = 4
@@ -88,12 +87,7 @@ def test_a_batch_job_is_written_once_per_job_id(spark, bootstrap, names, tmp_pat
 
 
 def _committed_parts(config: eos.Config, job_id: str) -> int:
-    """How many parts of the job's progress topic have a committed offset (the job's group)."""
-    app = job_app_id(config, job_id)
-    job = eos.Config(bootstrap_servers=config.bootstrap_servers, app_id=app, output_topic="unused")
-    topic = f"{app}-eos-parts"
-    entries = _offsets.committed_entries(job, [(topic, p) for p in range(PARTS)], None, False, False)
-    return sum(1 for e in entries.values() if e is not None)
+    return committed_parts(config, job_id, PARTS)
 
 
 # Kill tests of batch jobs: `make chaos` (make long-test).
