@@ -90,7 +90,9 @@ class DriverProcess:
         env: Mapping[str, str] | None = None,
         log_path: str | None = None,
         cwd: str | os.PathLike | None = None,
+        stdout_too: bool = False,
     ):
+        """`stdout_too`: its standard output into `log_path` as well (a driver that reports there)."""
         self.log_path = log_path
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
@@ -98,7 +100,7 @@ class DriverProcess:
             env={**os.environ, **(env or {})},
             cwd=cwd,
             start_new_session=True,
-            stdout=subprocess.DEVNULL,
+            stdout=log if stdout_too else subprocess.DEVNULL,
             stderr=log,
         )
 
