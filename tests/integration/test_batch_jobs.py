@@ -7,11 +7,8 @@ tests/integration/batch_job_app.py."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -19,7 +16,7 @@ import pytest
 import eos
 from eos import testing
 from tests.integration.test_cli import cli, ok
-from tests.support.jobs import committed_parts
+from tests.support.jobs import committed_parts, kill_after_first_part
 
 ROWS = 4_000
 PARTS = 4
@@ -106,23 +103,7 @@ def test_a_job_whose_driver_is_sigkilled_after_some_parts_committed_is_run_again
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app, output_topic=output)
     argv = [sys.executable, "-m", "tests.integration.batch_job_app", bootstrap, app, output, str(table)]
     argv += [job, str(PARTS)]
-    log = tmp_path / "driver.log"
-    with open(log, "wb") as out:
-        driver = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 240
-    committed = 0
-    while committed == 0:  # the first part's commit: SIGKILL the driver and its workers
-        assert driver.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"no part committed: {log.read_text()[-3000:]}"
-        time.sleep(0.05)
-        try:
-            committed = _committed_parts(config, job)
-        except eos.EosError:
-            committed = 0  # the progress topic does not exist yet
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    after_kill = _committed_parts(config, job)
-    assert 1 <= after_kill < PARTS, f"the kill did not land mid-job: {after_kill} of {PARTS} parts committed"
+    kill_after_first_part(argv, config, job, PARTS, tmp_path / "driver.log")
 
     if table_then == "changed":
         _table(spark, table, ROWS + 10)

@@ -7,11 +7,8 @@ tests/integration/delta_app.py and examples/pipeline.py (`--delta`)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -21,7 +18,7 @@ import eos
 from eos import testing
 from tests.integration.delta_app import KEYS, rows
 from tests.support import delta
-from tests.support.jobs import committed_parts
+from tests.support.jobs import committed_parts, kill_after_first_part
 from tests.support.summaries import read_summaries
 
 
@@ -80,23 +77,7 @@ def test_a_delta_version_written_by_eos_write_through_a_driver_sigkill_is_writte
     config = eos.Config(bootstrap_servers=bootstrap, app_id=app, output_topic=output)
     argv = [sys.executable, "-m", "tests.integration.delta_app", "write", bootstrap, app, output, table]
     argv += [str(version), job, str(parts)]
-    log = tmp_path / "driver.log"
-    with open(log, "wb") as out:
-        driver = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 240
-    committed = 0
-    while committed == 0:  # the first part's commit: SIGKILL the driver and its workers
-        assert driver.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"no part committed: {log.read_text()[-3000:]}"
-        time.sleep(0.05)
-        try:
-            committed = committed_parts(config, job, parts)
-        except eos.EosError:
-            committed = 0  # the progress topic does not exist yet
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    after_kill = committed_parts(config, job, parts)
-    assert 1 <= after_kill < parts, f"the kill did not land mid-job: {after_kill} of {parts} parts committed"
+    after_kill = kill_after_first_part(argv, config, job, parts, tmp_path / "driver.log")
 
     rerun = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
