@@ -70,14 +70,20 @@ $(BROKER_STAMP): docker/maven/broker-pom.xml docker/maven/settings.xml
 	  -DincludeScope=runtime -DoutputDirectory=$(EOS_CACHE)/kafka/libs | $(MVN_SHOW)
 	touch $@
 
+# Jars Maven fetches for the installed PySpark: $(1) a command printing the Maven properties, the last
+# -DoutputDirectory=<folder>/<Spark version>; $(2) the pom; $(3) what they are. The stamp beside the
+# folder, `.fetched-<Spark version>`, is what the targets below name.
+define fetch_jars
+@args="$$($(1))" && dir="$${args##*-DoutputDirectory=}" && \
+  echo "== $(3) for the installed PySpark via Maven (~/.m2) into $$dir" && \
+  rm -rf "$$dir" && set -o pipefail && \
+  $(MVN) -f $(2) dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW) && \
+  touch "$$(dirname "$$dir")/.fetched-$$(basename "$$dir")"
+endef
+
 # Spark's Kafka connector and the runtime jars the PySpark wheel lacks.
 $(SPARK_STAMP): $(PY_STAMP) docker/maven/spark-pom.xml docker/maven/settings.xml
-	@args="$$($(BIN)/python -c 'from eos._spark._cache import maven_args; print(maven_args())')" && \
-	  dir="$${args##*-DoutputDirectory=}" && \
-	  echo "== Spark's Kafka connector jars for the installed PySpark (~20 MB) via Maven (~/.m2) into $$dir" && \
-	  rm -rf "$$dir" && set -o pipefail && \
-	  $(MVN) -f docker/maven/spark-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
-	touch $(EOS_CACHE)/spark-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+	$(call fetch_jars,$(BIN)/python -c 'from eos._spark._cache import maven_args; print(maven_args())',docker/maven/spark-pom.xml,Spark's Kafka connector jars (~20 MB))
 
 $(PLACEMENT_JAR): $(JVM_SOURCES) eos/_spark/jvm/stub/scala/Serializable.java docker/build_jar.py $(PY_STAMP) $(SPARK_STAMP)
 	@echo "== eos's JVM classes (placement, the pass-through writer, format(\"eos\"); javac) into $@"
@@ -98,12 +104,7 @@ $(REGISTRY_STAMP):
 	touch $@
 
 $(DELTA_STAMP): $(PY_STAMP) docker/maven/delta-pom.xml docker/maven/settings.xml
-	@args="$$($(BIN)/python -m tests.support.delta maven-args)" && \
-	  dir="$${args##*-DoutputDirectory=}" && \
-	  echo "== Delta Lake's jars for the installed PySpark (~7 MB) via Maven (~/.m2) into $$dir" && \
-	  rm -rf "$$dir" && set -o pipefail && \
-	  $(MVN) -f docker/maven/delta-pom.xml dependency:copy-dependencies -DincludeScope=runtime $$args | $(MVN_SHOW)
-	touch $(EOS_CACHE)/delta-jars/.fetched-$$($(BIN)/python -c 'import pyspark; print(pyspark.__version__)')
+	$(call fetch_jars,$(BIN)/python -m tests.support.delta maven-args,docker/maven/delta-pom.xml,Delta Lake's jars (~8 MB))
 
 broker-up: setup
 	$(BIN)/python -m tests.support.localbroker up
