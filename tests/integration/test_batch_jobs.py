@@ -83,10 +83,6 @@ def test_a_batch_job_is_written_once_per_job_id(spark, bootstrap, names, tmp_pat
         eos.write(stream, config, "x")
 
 
-def _committed_parts(config: eos.Config, job_id: str) -> int:
-    return committed_parts(config, job_id, PARTS)
-
-
 # Kill tests of batch jobs: `make chaos` (make long-test).
 @pytest.mark.slow
 @pytest.mark.long
@@ -118,7 +114,7 @@ def test_a_job_whose_driver_is_sigkilled_after_some_parts_committed_is_run_again
     summary = json.loads(rerun.stdout.strip().splitlines()[-1])
     assert summary["skipped"] > 0, "the re-run found committed parts and skipped them"
     assert _output(bootstrap, output) == _want(ROWS), "every row once"
-    assert _committed_parts(config, job) == PARTS
+    assert committed_parts(config, job, PARTS) == PARTS
 
 
 def test_df_write_format_eos_is_a_batch_job_named_by_its_option(spark, bootstrap, names, tmp_path):
