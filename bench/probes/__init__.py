@@ -12,4 +12,5 @@ comment each one backs and what it printed. Those that need a broker take `--boo
 `restore_wait`       a roll-forward over one commit marker at two consume() waits
 `sqlite_get`         a store read per key from SQLite, from the task's cache, and in bulk
 `import_caches`      importlib.invalidate_caches() with the zipimporters a PySpark worker accumulates
+`java_coordinator_wait`  the Java producer's retry.backoff.ms after a coordinator lookup (no Spark)
 """

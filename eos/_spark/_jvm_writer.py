@@ -271,7 +271,11 @@ def _producer(config: Config, limit: int | None) -> dict[str, str]:
     what eos decides whatever they say, as for the Python path's producers
     (`eos._kafka._clients.producer_settings`): idempotence, the transaction timeout, a delivery timeout
     within it; and no record batch above the output topic's `limit`."""
-    settings = {"client.id": _names.client_id(config.app_id), "linger.ms": "5"}
+    # retry.backoff.ms: the Java producer waits it out before the request that needed a coordinator
+    # it had to look up (InitProducerId at a fresh producer's initTransactions, TxnOffsetCommit at its
+    # first sendOffsetsToTransaction): at the default 100 ms a new query's first batch paid ~200 ms per
+    # input partition (docs/design.md, "The Java producer's wait after a coordinator lookup").
+    settings = {"client.id": _names.client_id(config.app_id), "linger.ms": "5", "retry.backoff.ms": "20"}
     settings.update(_java.java_producer(config.kafka, shared=True))
     settings.update(_java.java_producer(config.producer))
     transaction = config.transaction_timeout_ms

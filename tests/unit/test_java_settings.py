@@ -196,6 +196,18 @@ def test_a_delivery_timeout_beyond_the_transactions_is_capped_not_refused_by_lib
     assert producer_settings(shorter, "a:t:0")["message.timeout.ms"] == 10_000
 
 
+def test_the_jvm_producers_wait_20_ms_after_a_coordinator_lookup_unless_the_user_says_otherwise():
+    """The JVM data path's producers: eos's defaults (docs/design.md, "The Java producer's wait after a
+    coordinator lookup"), each one the user's `kafka` or `producer` setting replaces."""
+    from eos._spark._jvm_writer import _producer
+
+    config = eos.Config(bootstrap_servers="127.0.0.1:1", app_id="a", output_topic="o")
+    settings = _producer(config, None)
+    assert (settings["retry.backoff.ms"], settings["linger.ms"]) == ("20", "5")
+    mine = eos.Config(**{**_fields(config), "kafka": {"retry.backoff.ms": 50}, "producer": {"linger.ms": 1}})
+    assert (_producer(mine, None)["retry.backoff.ms"], _producer(mine, None)["linger.ms"]) == ("50", "1")
+
+
 def _fields(config):
     import attrs
 
