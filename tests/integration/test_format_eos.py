@@ -161,7 +161,11 @@ def test_a_driver_killed_on_one_data_path_restarts_on_the_other_exactly_once(
     print(f"format(eos)/{api} {first} -> {then}: {paths}, batch 1 skipped {skipped}: {result}")
     assert result.exactly_once and result.missing == 0, result
     assert paths[0] == first and set(paths) - {0} and {paths[b] for b in paths if b > 0} == {then}
-    assert [a["data_path"] for a in rerun] == [then], "the killed run recorded batch 1"
+    # Under Connect the server's eos process may outlive its JVM long enough to record the killed
+    # attempt as failed; nothing of the killed run may be recorded as committed.
+    outcomes = [(a["data_path"], a["outcome"]) for a in rerun]
+    assert outcomes[-1] == (then, "committed"), outcomes
+    assert set(outcomes[:-1]) <= {(first, "failed")}, f"the killed run recorded batch 1: {outcomes}"
     assert skipped > 0, "no kill landed mid-batch: nothing was re-run"
 
 
