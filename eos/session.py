@@ -17,7 +17,7 @@ from eos._kafka import _cluster, _offsets, _topics
 from eos._kafka._java import spark_source_options
 from eos._log import get_logger
 from eos._spark import _flavour
-from eos._spark._cache import connector_package, spark_jars_dir
+from eos._spark._cache import connector_jars, connector_package
 from eos.config import SPARK_OPTIONS_REDACTION_CONF, SPARK_REDACTION_REGEX, Config, widened_redaction_regex
 from eos.errors import EosError
 from eos.state import StoreSpec
@@ -92,7 +92,7 @@ def spark_session(
     # Started by spark-submit (the JVM is already up, PySpark connects to it): its --master, --jars and
     # --packages apply, and overriding them here would turn a cluster job into a local one.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    jars = sorted(spark_jars_dir().glob("*.jar"))
+    jars = connector_jars()
     if jars and not submitted:
         settings["spark.jars"] = ",".join(str(j) for j in jars)
     elif not submitted:

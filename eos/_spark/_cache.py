@@ -48,6 +48,11 @@ def spark_jars_dir(spark_version: str | None = None) -> Path:
     return cache_dir() / "spark-jars" / (spark_version or installed_spark())
 
 
+def connector_jars(spark_version: str | None = None) -> list[Path]:
+    """The jars in `spark_jars_dir(spark_version)`, in order; none where `make setup` fetched none."""
+    return sorted(spark_jars_dir(spark_version).glob("*.jar"))
+
+
 def maven_args() -> str:
     """The Maven properties `make setup` fetches the installed Spark's connector with."""
     version = installed_spark()

@@ -13,13 +13,13 @@ from functools import partial
 from pyspark.sql import SparkSession
 
 import eos
-from eos._spark._cache import spark_jars_dir
+from eos._spark._cache import connector_jars
 from examples.pipeline import append_summary
 
 
 def main() -> None:
     bootstrap, app_id, source, output, checkpoint, summaries, data_path = sys.argv[1:8]
-    jars = ",".join(str(j) for j in sorted(spark_jars_dir().glob("*.jar")))
+    jars = ",".join(str(j) for j in connector_jars())
     spark = SparkSession.builder.remote("local[2]").config("spark.jars", jars).getOrCreate()
     config = eos.Config(
         bootstrap_servers=bootstrap,

@@ -18,7 +18,7 @@ import pytest
 
 import eos
 from eos import testing
-from eos._spark._cache import spark_jars_dir
+from eos._spark._cache import connector_jars, spark_jars_dir
 from tests.chaos.cluster import StandaloneCluster, _spark_home
 from tests.support.summaries import read_ledger, read_summaries
 from tests.support.venvs import fresh_venv
@@ -54,7 +54,7 @@ def test_spark_submit_to_a_standalone_cluster_with_eos_as_py_files(bootstrap, na
     sent = testing.produce_sequence(bootstrap, source, 4, 250)
     script = outside / "pipeline.py"
     shutil.copy(ROOT / "examples" / "pipeline.py", script)
-    jars = ",".join(str(j) for j in sorted(spark_jars_dir().glob("*.jar")))
+    jars = ",".join(str(j) for j in connector_jars())
     assert jars, f"no connector jars in {spark_jars_dir()}: make setup"
 
     cluster = StandaloneCluster(tmp_path / "cluster", workers=2, cores_per_worker=1)

@@ -16,7 +16,7 @@ from conftest import kill_after_committed, records_committed
 import eos
 from eos import testing
 from eos._spark._affinity import _jar_path
-from eos._spark._cache import spark_jars_dir
+from eos._spark._cache import connector_jars
 from tests.support.processes import DriverProcess
 from tests.support.summaries import ledger_skipped, read_ledger
 
@@ -48,7 +48,7 @@ def _pipeline(tmp_path: Path) -> Path:
 
 def _run(spec: Path, env: dict[str, str], log: Path) -> DriverProcess:
     runner = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
-    jars = [str(j) for j in sorted(spark_jars_dir().glob("*.jar"))]
+    jars = [str(j) for j in connector_jars()]
     jar = _jar_path()
     assert jar is not None, "eos's jar is not built: make setup"
     argv = [str(runner), "--jars", ",".join([*jars, str(jar)]), "--conf", "spark.ui.enabled=false"]
