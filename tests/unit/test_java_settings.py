@@ -205,7 +205,8 @@ def test_the_jvm_producers_wait_20_ms_after_a_coordinator_lookup_unless_the_user
     settings = _producer(config, None)
     assert (settings["retry.backoff.ms"], settings["linger.ms"]) == ("20", "5")
     mine = eos.Config(**{**_fields(config), "kafka": {"retry.backoff.ms": 50}, "producer": {"linger.ms": 1}})
-    assert (_producer(mine, None)["retry.backoff.ms"], _producer(mine, None)["linger.ms"]) == ("50", "1")
+    theirs = _producer(mine, None)
+    assert (theirs["retry.backoff.ms"], theirs["linger.ms"]) == ("50", "1")
 
 
 def _fields(config):
